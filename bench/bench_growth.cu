@@ -1,0 +1,250 @@
+// Growth benchmark: a buffer grows to a target size in 64 MiB appends, each append filled on the
+// device, with four strategies side by side in one run:
+//   growable      cuvmm::GrowableBuffer (maps chunks behind the end; copies nothing)
+//   copy_and_grow cudaMalloc doubling: allocate 2x, copy, free the old buffer
+//   thrust_vector thrust::device_vector::resize (its own growth, copies, value-initializes)
+//   preallocated  the same fills into one buffer allocated up front: the physical limit
+// Timed window: the appends and their fills, ended by a stream synchronization. Teardown (freeing
+// the buffer) is timed on its own and reported as the teardown_ms counter. Peak memory is the
+// device memory in use (cudaMemGetInfo after every append) minus the baseline before the run,
+// measured in a separate, untimed pass so that sampling does not perturb the timing.
+// BM_Reach grows each strategy in 64 MiB appends until the device refuses, and reports the size
+// reached as a fraction of the memory free at the start.
+#include <benchmark/benchmark.h>
+
+#include <cuda_runtime_api.h>
+#include <thrust/device_vector.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include <cuvmm/growable_buffer.hpp>
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+constexpr std::size_t GiB = std::size_t{1} << 30;
+constexpr std::size_t append_bytes = 64 * MiB;
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+__global__ void fill_kernel(uint4* out, std::size_t words, std::uint32_t seed) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < words; i += std::size_t{gridDim.x} * blockDim.x) {
+    auto const x = static_cast<std::uint32_t>(i) * 2654435761u + seed;
+    out[i] = make_uint4(x, x ^ 0x9E3779B9u, x + 1, ~x);
+  }
+}
+
+/// Fills [data, data + bytes) with a pattern, ordered on `stream` (bytes is a multiple of 16).
+void fill(void* data, std::size_t bytes, cudaStream_t stream) {
+  std::size_t const words = bytes / sizeof(uint4);
+  unsigned const blocks = static_cast<unsigned>(std::min<std::size_t>((words + 255) / 256, 132 * 16));
+  fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<uint4*>(data), words, 12345u);
+  check(cudaGetLastError(), "fill_kernel");
+}
+
+std::size_t device_memory_in_use() {
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return total - free;
+}
+
+std::size_t device_memory_free() {
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return free;
+}
+
+// --- the strategies: each grows by `append_bytes` and returns where the new bytes start ---------
+
+struct Growable {
+  explicit Growable(cudaStream_t s) : buffer(cuvmm::GrowableOptions{}, s) {}
+  std::uint8_t* append(std::size_t bytes) {
+    std::size_t const old = buffer.size();
+    buffer.resize(old + bytes);
+    return buffer.data() + old;
+  }
+  cuvmm::GrowableBuffer<std::uint8_t> buffer;
+};
+
+struct CopyAndGrow {
+  explicit CopyAndGrow(cudaStream_t s) : stream(s) {}
+  CopyAndGrow(const CopyAndGrow&) = delete;
+  ~CopyAndGrow() { cudaFree(data); }
+  std::uint8_t* append(std::size_t bytes) {
+    if (size + bytes > capacity) {
+      std::size_t const new_capacity = std::max(size + bytes, 2 * capacity);
+      void* fresh = nullptr;
+      if (cudaMalloc(&fresh, new_capacity) != cudaSuccess) {
+        (void)cudaGetLastError();
+        throw std::bad_alloc();
+      }
+      if (size != 0) check(cudaMemcpyAsync(fresh, data, size, cudaMemcpyDeviceToDevice, stream), "copy");
+      check(cudaFree(data), "cudaFree");  // synchronizes: the copy is done before the old buffer goes
+      data = static_cast<std::uint8_t*>(fresh);
+      capacity = new_capacity;
+      bytes_copied += size;
+    }
+    std::uint8_t* out = data + size;
+    size += bytes;
+    return out;
+  }
+  cudaStream_t stream;
+  std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+  std::size_t capacity = 0;
+  std::size_t bytes_copied = 0;
+};
+
+struct ThrustVector {
+  explicit ThrustVector(cudaStream_t) {}
+  std::uint8_t* append(std::size_t bytes) {
+    std::size_t const old = vector.size();
+    vector.resize(old + bytes);
+    return thrust::raw_pointer_cast(vector.data()) + old;
+  }
+  thrust::device_vector<std::uint8_t> vector;
+};
+
+struct Preallocated {
+  explicit Preallocated(cudaStream_t, std::size_t capacity) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, capacity) != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw std::bad_alloc();
+    }
+    data = static_cast<std::uint8_t*>(p);
+  }
+  Preallocated(const Preallocated&) = delete;
+  ~Preallocated() { cudaFree(data); }
+  std::uint8_t* append(std::size_t bytes) {
+    std::uint8_t* out = data + size;
+    size += bytes;
+    return out;
+  }
+  std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+};
+
+template <class Strategy>
+std::unique_ptr<Strategy> make(cudaStream_t stream, std::size_t target) {
+  if constexpr (std::is_same_v<Strategy, Preallocated>) {
+    return std::make_unique<Preallocated>(stream, target);
+  } else {
+    return std::make_unique<Strategy>(stream);
+  }
+}
+
+struct Stream {
+  Stream() { check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~Stream() { cudaStreamDestroy(stream); }
+  cudaStream_t stream = nullptr;
+};
+
+template <class Strategy>
+void BM_Grow(benchmark::State& state) {
+  std::size_t const target = static_cast<std::size_t>(state.range(0)) * GiB;
+  Stream s;
+  check(cudaDeviceSynchronize(), "sync");
+
+  // Untimed pass: peak device memory in use while growing, sampled after every append.
+  double peak_ratio = 0;
+  {
+    std::size_t const baseline = device_memory_in_use();
+    std::size_t peak = 0;
+    auto strategy = make<Strategy>(s.stream, target);
+    for (std::size_t size = 0; size < target; size += append_bytes) {
+      fill(strategy->append(append_bytes), append_bytes, s.stream);
+      peak = std::max(peak, device_memory_in_use() - baseline);
+    }
+    check(cudaStreamSynchronize(s.stream), "sync");
+    peak_ratio = static_cast<double>(peak) / static_cast<double>(target);
+  }
+
+  double teardown_seconds = 0;
+  for (auto _ : state) {
+    std::unique_ptr<Strategy> strategy;
+    if constexpr (std::is_same_v<Strategy, Preallocated>) strategy = make<Strategy>(s.stream, target);
+    auto const start = std::chrono::steady_clock::now();
+    if constexpr (!std::is_same_v<Strategy, Preallocated>) strategy = make<Strategy>(s.stream, target);
+    for (std::size_t size = 0; size < target; size += append_bytes) {
+      fill(strategy->append(append_bytes), append_bytes, s.stream);
+    }
+    check(cudaStreamSynchronize(s.stream), "sync");
+    auto const grown = std::chrono::steady_clock::now();
+    strategy.reset();
+    check(cudaDeviceSynchronize(), "sync");
+    auto const torn_down = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(grown - start).count());
+    teardown_seconds += std::chrono::duration<double>(torn_down - grown).count();
+  }
+  state.counters["size_GiB"] = static_cast<double>(target) / GiB;
+  state.counters["peak_over_size"] = peak_ratio;
+  state.counters["teardown_ms"] = 1e3 * teardown_seconds / static_cast<double>(state.iterations());
+  state.counters["GiB_per_s"] =
+      benchmark::Counter(static_cast<double>(target) / GiB, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+template <class Strategy>
+void BM_Reach(benchmark::State& state) {
+  Stream s;
+  for (auto _ : state) {
+    check(cudaDeviceSynchronize(), "sync");
+    std::size_t const free_at_start = device_memory_free();
+    std::size_t reached = 0;
+    if constexpr (std::is_same_v<Strategy, Preallocated>) {
+      // The largest single cudaMalloc, found by bisection in 64 MiB steps.
+      std::size_t lo = 0, hi = free_at_start / append_bytes + 1;
+      while (hi - lo > 1) {
+        std::size_t const mid = (lo + hi) / 2;
+        void* p = nullptr;
+        if (cudaMalloc(&p, mid * append_bytes) == cudaSuccess) {
+          cudaFree(p);
+          lo = mid;
+        } else {
+          (void)cudaGetLastError();
+          hi = mid;
+        }
+      }
+      reached = lo * append_bytes;
+    } else {
+      auto strategy = make<Strategy>(s.stream, 0);
+      try {
+        for (;;) {
+          fill(strategy->append(append_bytes), append_bytes, s.stream);
+          reached += append_bytes;
+        }
+      } catch (const std::bad_alloc&) {
+      } catch (const std::runtime_error&) {  // thrust reports some failures this way
+        (void)cudaGetLastError();
+      }
+      check(cudaStreamSynchronize(s.stream), "sync");
+    }
+    state.counters["reached_GiB"] = static_cast<double>(reached) / GiB;
+    state.counters["reached_over_free"] = static_cast<double>(reached) / static_cast<double>(free_at_start);
+  }
+}
+
+using GrowableBufferStrategy = Growable;
+
+}  // namespace
+
+#define CUVMM_GROWTH_BENCHMARKS(Strategy, label)                                                        \
+  BENCHMARK(BM_Grow<Strategy>)->Name("grow/" label)->Arg(16)->Arg(64)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5); \
+  BENCHMARK(BM_Reach<Strategy>)->Name("reach/" label)->Iterations(1)->Unit(benchmark::kMillisecond)
+
+CUVMM_GROWTH_BENCHMARKS(Growable, "growable");
+CUVMM_GROWTH_BENCHMARKS(CopyAndGrow, "copy_and_grow");
+CUVMM_GROWTH_BENCHMARKS(ThrustVector, "thrust_vector");
+CUVMM_GROWTH_BENCHMARKS(Preallocated, "preallocated");
+
+BENCHMARK_MAIN();

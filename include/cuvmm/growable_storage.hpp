@@ -1,0 +1,113 @@
+// cuvmm/growable_storage.hpp: untyped memory that grows in place and never moves.
+//
+// Owns one AddressRange, reserved once at construction, and the physical chunks mapped side by
+// side from its start. Growing maps more chunks behind the end: the base address never changes,
+// nothing is copied. Invariants:
+//  1. data() is fixed for the object's life; growth past max_capacity() throws CapacityExceeded.
+//  2. Every operation completes or leaves the object as it was, leaking nothing: a growth step
+//     builds its chunks and mappings in locals and commits them only when all succeeded.
+//  3. Mapped bytes are a prefix [0, capacity()) of the range, granted the configured access.
+//     Slack is at most one chunk (see growth_policy.hpp).
+//  4. Shrinking unmaps and releases whole tail chunks only. It does not wait for anything:
+//     cuMemUnmap does not wait for kernels either, so the caller first makes sure no queued work
+//     still uses the tail (GrowableBuffer waits for its stream, never for the whole device).
+// It knows nothing of element types, sizes in use or streams: GrowableBuffer<T> keeps those.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <cuvmm/address_range.hpp>
+#include <cuvmm/backend.hpp>
+#include <cuvmm/growth_policy.hpp>
+#include <cuvmm/mapping.hpp>
+#include <cuvmm/physical_chunk.hpp>
+
+namespace cuvmm {
+
+/// How a growable buffer places, sizes and shares its memory.
+struct GrowableOptions {
+  /// Most bytes the buffer may ever hold (its address range). 0: as large as the memory of the
+  /// devices it places chunks on. If that much address space cannot be had, the reservation is
+  /// retried at half the size down to `min_capacity`; max_capacity() reports what was obtained.
+  std::size_t max_capacity = 0;
+  /// The smallest reservation accepted when halving (0: one chunk of the granularity).
+  std::size_t min_capacity = 0;
+  /// Devices that hold the chunks, used in turn (striped): chunk i lives on devices[i % n].
+  /// Empty: device 0.
+  std::vector<int> devices;
+  /// Who may access the memory. Empty: read-write for every device in `devices`.
+  std::vector<AccessGrant> access;
+  /// Cap of the geometric chunk growth (rounded to the granularity).
+  std::size_t max_chunk_bytes = default_max_chunk_bytes;
+  /// Handle types every chunk must be exportable as (for sharing between processes).
+  HandleType shareable = HandleType::none;
+  /// Ask for generic compression on every chunk.
+  bool compression = false;
+};
+
+/// Counters of a growable buffer, for tests, benchmarks and capacity planning.
+struct GrowableStats {
+  std::size_t capacity_bytes = 0;      ///< mapped now
+  std::size_t max_capacity_bytes = 0;  ///< reserved address space
+  std::size_t chunk_count = 0;         ///< chunks mapped now
+  std::size_t peak_capacity_bytes = 0; ///< most ever mapped at once
+  std::size_t chunks_created = 0;      ///< cuMemCreate calls that succeeded, ever
+  std::size_t chunks_released = 0;     ///< chunks given back by shrinking
+  std::size_t access_calls = 0;        ///< set-access calls (each may cover many chunks)
+  std::size_t growth_steps = 0;        ///< reserve() calls that mapped memory
+  std::size_t oom_retries = 0;         ///< chunks retried at the exact size after OutOfMemory
+};
+
+class GrowableStorage {
+ public:
+  /// Reserves the address range (see GrowableOptions::max_capacity); maps nothing yet.
+  explicit GrowableStorage(Backend& backend, GrowableOptions options = {});
+  GrowableStorage(const GrowableStorage&) = delete;
+  GrowableStorage& operator=(const GrowableStorage&) = delete;
+  /// Moves leave `other` empty (no range, no chunks) but usable for destruction and assignment.
+  GrowableStorage(GrowableStorage&& other) noexcept;
+  GrowableStorage& operator=(GrowableStorage&& other) noexcept;
+  ~GrowableStorage() = default;
+
+  [[nodiscard]] Address data() const noexcept { return range_.base(); }
+  /// Bytes mapped and accessible from data().
+  [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+  /// Bytes of the address range: the most capacity() can ever be.
+  [[nodiscard]] std::size_t max_capacity() const noexcept { return range_.size(); }
+  [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
+  [[nodiscard]] std::size_t chunk_count() const noexcept { return chunks_.size(); }
+  [[nodiscard]] Backend& backend() const noexcept { return *backend_; }
+  [[nodiscard]] const GrowableOptions& options() const noexcept { return options_; }
+  [[nodiscard]] GrowableStats stats() const noexcept;
+  /// The chunks mapped now, in address order.
+  [[nodiscard]] const std::vector<PhysicalChunk>& chunks() const noexcept { return chunks_; }
+
+  /// Makes capacity() >= bytes by mapping more chunks. Strong guarantee: on any failure
+  /// (CapacityExceeded, OutOfMemory, a driver error) nothing changed and nothing leaked.
+  void reserve(std::size_t bytes);
+
+  /// Whether shrink_to(bytes) would release anything (the last chunk is not needed for `bytes`).
+  [[nodiscard]] bool can_shrink_to(std::size_t bytes) const noexcept;
+
+  /// Unmaps and releases the tail chunks not needed to hold `bytes`. Precondition: no queued
+  /// device work still uses them.
+  void shrink_to(std::size_t bytes) noexcept;
+
+ private:
+  /// Creates one chunk of `bytes` for chunk slot `index`; on OutOfMemory retries once with
+  /// `fallback_bytes` (the least that still satisfies the request) when that is smaller.
+  PhysicalChunk create_chunk(std::size_t index, std::size_t bytes, std::size_t fallback_bytes);
+
+  Backend* backend_;
+  GrowableOptions options_;
+  std::size_t granularity_ = 0;
+  AddressRange range_;                  // declared before the chunks and mappings: freed last
+  std::vector<PhysicalChunk> chunks_;   // released after the mappings
+  std::vector<Mapping> mappings_;       // mappings_[i] maps chunks_[i]; unmapped first
+  std::size_t capacity_ = 0;
+  GrowableStats counters_;              // the cumulative counters (the rest is derived)
+};
+
+}  // namespace cuvmm

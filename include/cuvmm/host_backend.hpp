@@ -1,0 +1,61 @@
+// cuvmm/host_backend.hpp: the backend on plain Linux virtual memory.
+//
+// It behaves like the CUDA driver's VMM API, on host memory, so that everything above the backend
+// (growth, rollback, arena bookkeeping, fd passing) runs for real on machines without a GPU:
+//  - reserve:    mmap(PROT_NONE, MAP_NORESERVE), aligned by over-reserving and trimming;
+//  - chunk:      memfd_create + fallocate, so exhaustion is an error now and not a SIGBUS later;
+//  - map:        mmap(MAP_FIXED | MAP_SHARED) of the whole memfd, only over a reserved, unmapped span;
+//  - unmap:      puts a PROT_NONE mapping back, so the reservation keeps no hole;
+//  - set_access: mprotect over mapped spans only;
+//  - posix fd:   the memfd itself (dup'ed) is the shareable handle.
+// Checks the same preconditions as the driver (whole-chunk maps, no double map, access only on
+// mapped memory, no free of a range with mappings) and reports violations as cuvmm::Error.
+#pragma once
+
+#include <memory>
+
+#include <cuvmm/backend.hpp>
+
+namespace cuvmm {
+
+class HostBackend final : public Backend {
+ public:
+  struct Options {
+    /// Size unit of chunks and ranges; a multiple of the page size. 2 MiB, as on the H200.
+    std::size_t granularity = 2 * MiB;
+    /// Most physical bytes live at once; 0 for no limit beyond the machine's. Past it,
+    /// create_chunk throws OutOfMemory, as the driver does when the device is full.
+    std::size_t physical_limit = 0;
+  };
+
+  HostBackend();
+  explicit HostBackend(Options options);
+  ~HostBackend() override;
+
+  const Options& options() const noexcept;
+
+  std::string_view name() const noexcept override { return "host"; }
+  MemorySpace space() const noexcept override { return MemorySpace::host; }
+  std::size_t granularity(const ChunkProperties& props, GranularityKind kind) const override;
+  MemoryInfo memory_info(int device) const override;
+  Address reserve(std::size_t size, std::size_t alignment) override;
+  void free_range(Address base, std::size_t size) noexcept override;
+  ChunkHandle create_chunk(std::size_t size, const ChunkProperties& props) override;
+  void release_chunk(ChunkHandle chunk) noexcept override;
+  ChunkInfo chunk_info(ChunkHandle chunk) const override;
+  void map(Address address, std::size_t size, ChunkHandle chunk) override;
+  void unmap(Address address, std::size_t size) noexcept override;
+  void set_access(Address address, std::size_t size, std::span<const AccessGrant> grants) override;
+  UniqueFd export_posix_fd(ChunkHandle chunk) override;
+  ChunkHandle import_posix_fd(int fd) override;
+  /// Not available on the host backend yet: throws cuvmm::Unsupported.
+  FabricHandle export_fabric(ChunkHandle chunk) override;
+  ChunkHandle import_fabric(const FabricHandle& handle) override;
+  LiveCounts live_counts() const noexcept override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace cuvmm

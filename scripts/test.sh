@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# cuvmm's test command (the README's second quick-start command; .ci/run calls it too).
+#
+# Installs what is missing (Debian 12), then:
+#   1. builds with tests and runs the `unit` and `gpu` suites (gpu cases SKIP visibly without a GPU);
+#   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit` suite;
+#   3. installs the library into a scratch prefix and builds a small consumer project against it
+#      through pkg-config, and again with cuvmm as a Meson subproject;
+#   4. prints the Catch2 test-case counts of every program and a closing
+#      "tests: N passed, N failed, N skipped" line.
+# Exits non-zero if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+bash scripts/setup-debian.sh || exit 1
+
+failed=()
+step() {  # step NAME COMMAND...: runs a step, remembers failures, keeps going
+  local name=$1
+  shift
+  echo "==> $name"
+  if ! "$@"; then
+    failed+=("$name")
+    echo "==> $name FAILED"
+  fi
+}
+
+configure() {  # configure BUILD_DIR [MESON_OPTIONS...]: sets up once, reconfigures otherwise
+  local dir=$1
+  shift
+  if [ -f "$dir/build.ninja" ]; then
+    meson configure "$dir" "$@" >/dev/null
+  else
+    meson setup "$dir" "$@"
+  fi
+}
+
+run_suites() {  # run_suites BUILD_DIR SUITE...: fresh reports, then meson test
+  local dir=$1
+  shift
+  rm -rf "$dir/test-results"
+  local suites=()
+  for s in "$@"; do suites+=(--suite "$s"); done
+  meson test -C "$dir" "${suites[@]}" --print-errorlogs
+}
+
+# 1. The plain build: unit and gpu suites.
+step "configure build" configure build -Dtests=enabled
+step "compile build" meson compile -C build
+step "test build (unit, gpu)" run_suites build unit gpu
+
+# 2. Sanitizers on the unit suite (host code only; the gpu suite needs the real device).
+step "configure build-asan" configure build-asan -Dtests=enabled -Dgpu_tests=disabled -Dtools=false \
+  -Db_sanitize=address,undefined -Db_lundef=false
+step "compile build-asan" meson compile -C build-asan
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+step "test build-asan (unit, ASan+UBSan)" run_suites build-asan unit
+
+# 3. Consumers: the installed package through pkg-config, and cuvmm as a subproject.
+consumer_pkgconfig() {
+  local prefix=$repo/build-install/prefix
+  rm -rf "$repo/build-install/prefix" "$repo/build-consumer"
+  configure build-install -Dtests=disabled -Dtools=false --prefix="$prefix" --libdir=lib &&
+    meson install -C build-install --quiet &&
+    PKG_CONFIG_PATH=$prefix/lib/pkgconfig meson setup build-consumer/pkgconfig test/consumer --wrap-mode=nofallback &&
+    meson compile -C build-consumer/pkgconfig &&
+    LD_LIBRARY_PATH=$prefix/lib build-consumer/pkgconfig/consumer
+}
+consumer_subproject() {
+  local src=$repo/build-consumer/subproject-src
+  mkdir -p "$src/subprojects" && cp test/consumer/* "$src/" && ln -sfn "$repo" "$src/subprojects/cuvmm" &&
+    meson setup build-consumer/subproject "$src" --force-fallback-for=cuvmm &&
+    meson compile -C build-consumer/subproject &&
+    build-consumer/subproject/consumer
+}
+step "consumer via pkg-config" consumer_pkgconfig
+step "consumer via subproject" consumer_subproject
+
+# 4. What ran: Catch2 test cases per program, skips with their reasons.
+echo
+echo "==> Catch2 test cases (build: unit + gpu; build-asan: unit under ASan+UBSan)"
+step "test summary" python3 scripts/test-summary.py build/test-results build-asan/test-results
+
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "FAILED steps: ${failed[*]}"
+  exit 1
+fi
+echo "all steps passed"

@@ -1,0 +1,165 @@
+// FaultInjectingBackend: forwards every call to an inner backend, and fails one chosen call.
+//
+// What it owns: nothing but its counters. The inner backend owns every object; this wrapper never
+// holds a handle, so a failure it injects cannot leak anything by itself: it throws before the
+// inner backend is reached, exactly as a driver call that failed without side effects.
+//
+// Arming: fail_nth(k, ops) fails the k-th call, counted from arming, of the operations in `ops`
+// (all acquiring operations when empty). It fires once, then the wrapper only forwards again.
+// Releasing operations (free_range, release_chunk, unmap) are noexcept by the Backend contract:
+// they are counted and forwarded, never failed. granularity() and memory_info() are queries, not
+// BackendOps: they are forwarded uncounted.
+//
+// Thread-safety: one mutex guards the counters and the arming state; the inner call runs outside it.
+#include <cuvmm/fault_injecting_backend.hpp>
+
+#include <string>
+
+#include <cuvmm/error.hpp>
+
+namespace cuvmm {
+namespace {
+
+constexpr std::size_t index_of(BackendOp op) noexcept { return static_cast<std::size_t>(op); }
+
+constexpr bool is_releasing(BackendOp op) noexcept {
+  return op == BackendOp::free_range || op == BackendOp::release_chunk || op == BackendOp::unmap;
+}
+
+}  // namespace
+
+void FaultInjectingBackend::fail_nth(std::size_t k, std::initializer_list<BackendOp> ops, Failure failure) {
+  if (k == 0) throw_invalid_argument("FaultInjectingBackend::fail_nth", "k counts from 1; 0 names no call");
+  std::array<bool, backend_op_count> targets{};
+  if (ops.size() == 0) {
+    for (std::size_t i = 0; i < backend_op_count; ++i) targets[i] = !is_releasing(static_cast<BackendOp>(i));
+  }
+  for (BackendOp op : ops) {
+    if (index_of(op) >= backend_op_count) {
+      throw_invalid_argument("FaultInjectingBackend::fail_nth",
+                             "unknown operation " + std::to_string(index_of(op)));
+    }
+    if (is_releasing(op)) {
+      throw_invalid_argument("FaultInjectingBackend::fail_nth",
+                             std::string(to_string(op)) + " releases and is noexcept: it cannot be failed");
+    }
+    targets[index_of(op)] = true;
+  }
+  std::lock_guard lock(mutex_);
+  armed_ops_ = targets;
+  fail_at_ = k;
+  calls_since_arming_ = 0;
+  fired_ = false;
+  failure_ = failure;
+}
+
+void FaultInjectingBackend::disarm() noexcept {
+  std::lock_guard lock(mutex_);
+  fail_at_ = 0;
+  armed_ops_ = {};
+}
+
+bool FaultInjectingBackend::fired() const noexcept {
+  std::lock_guard lock(mutex_);
+  return fired_;
+}
+
+std::size_t FaultInjectingBackend::calls(BackendOp op) const noexcept {
+  std::lock_guard lock(mutex_);
+  return index_of(op) < backend_op_count ? calls_[index_of(op)] : 0;
+}
+
+std::size_t FaultInjectingBackend::total_calls() const noexcept {
+  std::lock_guard lock(mutex_);
+  std::size_t total = 0;
+  for (std::size_t count : calls_) total += count;
+  return total;
+}
+
+void FaultInjectingBackend::on_call(BackendOp op) const {
+  Failure failure{};
+  {
+    std::lock_guard lock(mutex_);
+    ++calls_[index_of(op)];
+    if (fail_at_ == 0 || !armed_ops_[index_of(op)]) return;
+    // One shot: the counter moves past fail_at_ and never meets it again.
+    if (++calls_since_arming_ != fail_at_) return;
+    fired_ = true;
+    failure = failure_;
+  }
+  ErrorDetails details;
+  details.call = std::string(to_string(op));
+  details.domain = ErrorDomain::cuvmm;
+  details.code_name = "injected fault";
+  details.context = "injected fault";
+  if (failure == Failure::out_of_memory) throw OutOfMemory(std::move(details));
+  throw Error(std::move(details));
+}
+
+std::size_t FaultInjectingBackend::granularity(const ChunkProperties& props, GranularityKind kind) const {
+  return inner_->granularity(props, kind);
+}
+
+Backend::MemoryInfo FaultInjectingBackend::memory_info(int device) const { return inner_->memory_info(device); }
+
+Address FaultInjectingBackend::reserve(std::size_t size, std::size_t alignment) {
+  on_call(BackendOp::reserve);
+  return inner_->reserve(size, alignment);
+}
+
+void FaultInjectingBackend::free_range(Address base, std::size_t size) noexcept {
+  on_call(BackendOp::free_range);  // counts only: releasing operations are never armed
+  inner_->free_range(base, size);
+}
+
+ChunkHandle FaultInjectingBackend::create_chunk(std::size_t size, const ChunkProperties& props) {
+  on_call(BackendOp::create_chunk);
+  return inner_->create_chunk(size, props);
+}
+
+void FaultInjectingBackend::release_chunk(ChunkHandle chunk) noexcept {
+  on_call(BackendOp::release_chunk);
+  inner_->release_chunk(chunk);
+}
+
+ChunkInfo FaultInjectingBackend::chunk_info(ChunkHandle chunk) const {
+  on_call(BackendOp::chunk_info);
+  return inner_->chunk_info(chunk);
+}
+
+void FaultInjectingBackend::map(Address address, std::size_t size, ChunkHandle chunk) {
+  on_call(BackendOp::map);
+  inner_->map(address, size, chunk);
+}
+
+void FaultInjectingBackend::unmap(Address address, std::size_t size) noexcept {
+  on_call(BackendOp::unmap);
+  inner_->unmap(address, size);
+}
+
+void FaultInjectingBackend::set_access(Address address, std::size_t size, std::span<const AccessGrant> grants) {
+  on_call(BackendOp::set_access);
+  inner_->set_access(address, size, grants);
+}
+
+UniqueFd FaultInjectingBackend::export_posix_fd(ChunkHandle chunk) {
+  on_call(BackendOp::export_posix_fd);
+  return inner_->export_posix_fd(chunk);
+}
+
+ChunkHandle FaultInjectingBackend::import_posix_fd(int fd) {
+  on_call(BackendOp::import_posix_fd);
+  return inner_->import_posix_fd(fd);
+}
+
+FabricHandle FaultInjectingBackend::export_fabric(ChunkHandle chunk) {
+  on_call(BackendOp::export_fabric);
+  return inner_->export_fabric(chunk);
+}
+
+ChunkHandle FaultInjectingBackend::import_fabric(const FabricHandle& handle) {
+  on_call(BackendOp::import_fabric);
+  return inner_->import_fabric(handle);
+}
+
+}  // namespace cuvmm

@@ -1,0 +1,194 @@
+// GrowableStorage: reservation, growth steps and shrinking. See the design note in the header.
+//
+// A growth step is a transaction built from locals: the new chunks and their mappings live in
+// vectors on the stack until every driver call succeeded; then they are moved (noexcept) into the
+// members, whose capacity was reserved beforehand. If anything throws, the locals unmap and release
+// what they hold, in that order (mappings are declared after chunks), and the object is unchanged.
+#include <cuvmm/growable_storage.hpp>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <cuvmm/error.hpp>
+
+namespace cuvmm {
+namespace {
+
+std::vector<int> placement_devices(const GrowableOptions& options) {
+  return options.devices.empty() ? std::vector<int>{0} : options.devices;
+}
+
+std::vector<AccessGrant> access_grants(const GrowableOptions& options) {
+  if (!options.access.empty()) return options.access;
+  std::vector<AccessGrant> grants;
+  for (int device : placement_devices(options)) grants.push_back({device, Access::read_write});
+  return grants;
+}
+
+ChunkProperties chunk_properties(const GrowableOptions& options, int device) {
+  return ChunkProperties{.device = device, .shareable = options.shareable, .compression = options.compression};
+}
+
+/// The granularity that suits every device the buffer places chunks on.
+std::size_t common_granularity(Backend& backend, const GrowableOptions& options) {
+  std::size_t granularity = 0;
+  for (int device : placement_devices(options)) {
+    std::size_t const g = backend.granularity(chunk_properties(options, device), GranularityKind::minimum);
+    granularity = granularity == 0 ? g : std::max(granularity, g);
+  }
+  return granularity;
+}
+
+/// Invariant 5: as large as the placement devices' memory unless told otherwise; halve on refusal.
+AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std::size_t granularity) {
+  std::size_t wanted = options.max_capacity;
+  if (wanted == 0) {
+    std::vector<int> devices = placement_devices(options);
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    for (int device : devices) wanted += backend.memory_info(device).total;
+  }
+  wanted = round_up(wanted, granularity);
+  std::size_t const floor = std::max(round_up(options.min_capacity, granularity), granularity);
+  if (wanted == 0) {
+    throw_invalid_argument("GrowableStorage", "max_capacity " + std::to_string(options.max_capacity) +
+                                                  " cannot be rounded to the granularity " +
+                                                  std::to_string(granularity));
+  }
+  if (wanted < floor) wanted = floor;
+  for (;;) {
+    try {
+      return AddressRange(backend, wanted);
+    } catch (const Error&) {
+      if (wanted <= floor) throw;
+    } catch (const OutOfMemory&) {
+      if (wanted <= floor) throw;
+    }
+    wanted = std::max(round_up(wanted / 2, granularity), floor);
+  }
+}
+
+}  // namespace
+
+GrowableStorage::GrowableStorage(Backend& backend, GrowableOptions options)
+    : backend_(&backend), options_(std::move(options)) {
+  if (options_.access.empty()) options_.access = access_grants(options_);
+  if (options_.devices.empty()) options_.devices = placement_devices(options_);
+  granularity_ = common_granularity(backend, options_);
+  range_ = reserve_range(backend, options_, granularity_);
+  counters_.max_capacity_bytes = range_.size();
+}
+
+GrowableStorage::GrowableStorage(GrowableStorage&& other) noexcept
+    : backend_(other.backend_),
+      options_(std::move(other.options_)),
+      granularity_(other.granularity_),
+      range_(std::move(other.range_)),
+      chunks_(std::move(other.chunks_)),
+      mappings_(std::move(other.mappings_)),
+      capacity_(std::exchange(other.capacity_, 0)),
+      counters_(std::exchange(other.counters_, {})) {
+  other.chunks_.clear();
+  other.mappings_.clear();
+}
+
+GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
+  if (this != &other) {
+    // Our own mappings go before our range and chunks, as in the destructor.
+    mappings_.clear();
+    chunks_.clear();
+    range_ = std::move(other.range_);
+    chunks_ = std::move(other.chunks_);
+    mappings_ = std::move(other.mappings_);
+    other.chunks_.clear();
+    other.mappings_.clear();
+    backend_ = other.backend_;
+    options_ = std::move(other.options_);
+    granularity_ = other.granularity_;
+    capacity_ = std::exchange(other.capacity_, 0);
+    counters_ = std::exchange(other.counters_, {});
+  }
+  return *this;
+}
+
+GrowableStats GrowableStorage::stats() const noexcept {
+  GrowableStats s = counters_;
+  s.capacity_bytes = capacity_;
+  s.max_capacity_bytes = range_.size();
+  s.chunk_count = chunks_.size();
+  return s;
+}
+
+PhysicalChunk GrowableStorage::create_chunk(std::size_t index, std::size_t bytes, std::size_t fallback_bytes) {
+  int const device = options_.devices[index % options_.devices.size()];
+  ChunkProperties const props = chunk_properties(options_, device);
+  try {
+    return PhysicalChunk(*backend_, bytes, props);
+  } catch (const OutOfMemory&) {
+    if (fallback_bytes >= bytes) throw;
+  }
+  // The device cannot hold a whole policy-sized chunk, but may hold what is really needed.
+  PhysicalChunk chunk(*backend_, fallback_bytes, props);
+  ++counters_.oom_retries;
+  return chunk;
+}
+
+void GrowableStorage::reserve(std::size_t bytes) {
+  if (bytes <= capacity_) return;
+  if (range_.empty()) throw_invalid_argument("GrowableStorage::reserve", "the storage was moved from");
+  if (bytes > range_.size()) throw CapacityExceeded(bytes, range_.size());
+
+  std::size_t const chunk_bytes = growth_chunk_bytes(bytes, granularity_, options_.max_chunk_bytes);
+  std::vector<PhysicalChunk> new_chunks;  // declared before the mappings: released after them
+  std::vector<Mapping> new_mappings;
+  std::size_t const estimate = (bytes - capacity_ + chunk_bytes - 1) / chunk_bytes + 1;
+  new_chunks.reserve(estimate);
+  new_mappings.reserve(estimate);
+
+  std::size_t mapped = capacity_;
+  while (mapped < bytes) {
+    std::size_t const room = range_.size() - mapped;
+    std::size_t const needed = round_up(bytes - mapped, granularity_);
+    std::size_t const size = std::min(chunk_bytes, room);
+    PhysicalChunk chunk = create_chunk(chunks_.size() + new_chunks.size(), size, std::min(needed, size));
+    new_mappings.emplace_back(range_, mapped, chunk);
+    mapped += chunk.size();
+    new_chunks.push_back(std::move(chunk));
+  }
+  // One access call for the whole new span (the expensive driver call).
+  set_access(new_mappings, options_.access);
+
+  // Commit: make room first (may throw, nothing changed yet), then only noexcept moves.
+  chunks_.reserve(chunks_.size() + new_chunks.size());
+  mappings_.reserve(mappings_.size() + new_mappings.size());
+  counters_.chunks_created += new_chunks.size();
+  ++counters_.access_calls;
+  ++counters_.growth_steps;
+  for (PhysicalChunk& chunk : new_chunks) chunks_.push_back(std::move(chunk));
+  for (Mapping& mapping : new_mappings) mappings_.push_back(std::move(mapping));
+  capacity_ = mapped;
+  counters_.peak_capacity_bytes = std::max(counters_.peak_capacity_bytes, capacity_);
+}
+
+bool GrowableStorage::can_shrink_to(std::size_t bytes) const noexcept {
+  return !chunks_.empty() && capacity_ - chunks_.back().size() >= bytes;
+}
+
+void GrowableStorage::shrink_to(std::size_t bytes) noexcept {
+  std::size_t keep = chunks_.size();
+  std::size_t kept_capacity = capacity_;
+  while (keep > 0 && kept_capacity - chunks_[keep - 1].size() >= bytes) {
+    kept_capacity -= chunks_[keep - 1].size();
+    --keep;
+  }
+  std::size_t const released = chunks_.size() - keep;
+  if (released == 0) return;
+  auto const first_gone = static_cast<std::ptrdiff_t>(keep);
+  mappings_.erase(mappings_.begin() + first_gone, mappings_.end());  // unmap first
+  chunks_.erase(chunks_.begin() + first_gone, chunks_.end());        // then release
+  capacity_ = kept_capacity;
+  counters_.chunks_released += released;
+}
+
+}  // namespace cuvmm

@@ -1,0 +1,258 @@
+// GrowableBuffer on the H200: random data through many growth steps, pointers that stay valid
+// while a kernel keeps using them, Thrust algorithms on the buffer, growth until the device is
+// full, and shrinking that really returns memory.
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include <cuvmm/growable_buffer.hpp>
+
+#include "gpu.hpp"
+#include "growable_kernels.hpp"
+
+using namespace cuvmm;
+
+namespace {
+
+constexpr std::uint64_t poison = 0xDEADBEEFDEADBEEFull;
+
+struct StreamOwner {
+  cudaStream_t stream = nullptr;
+  StreamOwner() { REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess); }
+  ~StreamOwner() { cudaStreamDestroy(stream); }
+};
+
+std::size_t free_device_memory() {
+  std::size_t free = 0;
+  std::size_t total = 0;
+  REQUIRE(cudaMemGetInfo(&free, &total) == cudaSuccess);
+  return free;
+}
+
+GrowableOptions capped(std::size_t max_capacity) {
+  GrowableOptions o;
+  o.max_capacity = max_capacity;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("random data survives many growth steps and is verified on the device", "[gpu][growable]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint64_t> buffer(capped(16 * GiB), s.stream);
+  std::uint64_t* const base = buffer.data();
+  std::mt19937_64 rng(2026);
+  std::uint64_t const seed = rng();
+  std::size_t steps = 0;
+  while (buffer.size_bytes() < 6 * GiB) {
+    std::size_t const old_size = buffer.size();
+    std::size_t const n = 1 + rng() % (96 * MiB / sizeof(std::uint64_t));
+    buffer.resize(old_size + n, poison);  // poison first: an unwritten element cannot pass
+    test::fill_pattern(buffer.data() + old_size, n, old_size, seed, s.stream);
+    REQUIRE(buffer.data() == base);
+    ++steps;
+  }
+  CHECK(steps > 50);
+  CHECK(buffer.stats().growth_steps > 20);
+  CHECK(test::count_pattern_mismatches(buffer.data(), buffer.size(), 0, seed, s.stream) == 0);
+  // The check itself can fail: one poisoned element is found.
+  buffer.set_element(buffer.size() / 2, poison, s.stream);
+  CHECK(test::count_pattern_mismatches(buffer.data(), buffer.size(), 0, seed, s.stream) == 1);
+  std::size_t const slack = buffer.storage().capacity() - buffer.size_bytes();
+  CHECK(slack <= buffer.size_bytes() / 16);
+}
+
+TEST_CASE("pointers stay valid while a kernel launched earlier keeps using the prefix as the buffer grows",
+          "[gpu][growable]") {
+  test::require_gpu();
+  StreamOwner busy;
+  StreamOwner growth;
+  GrowableBuffer<std::uint32_t> buffer(capped(32 * GiB), growth.stream);
+  constexpr std::size_t prefix = 1 << 20;
+  std::vector<std::uint32_t> initial(prefix);
+  std::mt19937 rng(5);
+  for (auto& x : initial) x = rng();
+  buffer.append(initial, growth.stream);
+  REQUIRE(cudaStreamSynchronize(growth.stream) == cudaSuccess);
+  std::uint32_t* const base = buffer.data();
+
+  constexpr int rounds = 300;  // long enough that growth happens while it runs
+  test::increment_rounds(base, prefix, rounds, busy.stream);
+  auto const start = std::chrono::steady_clock::now();
+  std::size_t growth_steps = 0;
+  while (buffer.size_bytes() < 8 * GiB) {
+    buffer.resize(buffer.size() + 64 * MiB / sizeof(std::uint32_t), 0x01020304u, growth.stream);
+    ++growth_steps;
+  }
+  bool const kernel_still_running = cudaStreamQuery(busy.stream) == cudaErrorNotReady;
+  auto const grew_in = std::chrono::steady_clock::now() - start;
+  REQUIRE(cudaStreamSynchronize(busy.stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(growth.stream) == cudaSuccess);
+  INFO("grew in " << std::chrono::duration<double, std::milli>(grew_in).count() << " ms");
+  CHECK(kernel_still_running);  // growth did not wait for the kernel
+  CHECK(buffer.data() == base);
+  std::vector<std::uint32_t> back(prefix);
+  REQUIRE(cudaMemcpy(back.data(), base, prefix * sizeof(std::uint32_t), cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (std::size_t i = 0; i < prefix; ++i) REQUIRE(back[i] == initial[i] + rounds);
+  CHECK(buffer.element(buffer.size() - 1) == 0x01020304u);
+  CHECK(growth_steps == (8 * GiB - prefix * sizeof(std::uint32_t) + 64 * MiB - 1) / (64 * MiB));
+}
+
+TEST_CASE("Thrust sort, reduce, transform and copy work on the buffer's iterators", "[gpu][growable][thrust]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint32_t> keys(capped(4 * GiB), s.stream);
+  keys.resize(3'000'001);
+  test::fill_random_keys(keys, 99, s.stream);
+  std::vector<std::uint32_t> host(keys.size());
+  REQUIRE(cudaMemcpyAsync(host.data(), keys.data(), keys.size_bytes(), cudaMemcpyDeviceToHost, s.stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s.stream) == cudaSuccess);
+  REQUIRE(std::adjacent_find(host.begin(), host.end(), std::not_equal_to<>()) != host.end());  // not constant
+
+  std::uint64_t const expected_sum = std::accumulate(host.begin(), host.end(), std::uint64_t{0});
+  CHECK(test::thrust_sum(keys, s.stream) == expected_sum);
+
+  GrowableBuffer<std::uint32_t> affine(capped(4 * GiB), s.stream);
+  test::thrust_affine(keys, affine, s.stream);
+  GrowableBuffer<std::uint32_t> doubled(capped(4 * GiB), s.stream);
+  doubled.push_back(7, s.stream);
+  test::append_doubled(keys, doubled, s.stream);
+
+  test::thrust_sort(keys, s.stream);
+  std::vector<std::uint32_t> sorted = host;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::uint32_t> device_sorted(keys.size());
+  std::vector<std::uint32_t> device_affine(affine.size());
+  std::vector<std::uint32_t> device_doubled(doubled.size());
+  REQUIRE(cudaMemcpyAsync(device_sorted.data(), keys.data(), keys.size_bytes(), cudaMemcpyDefault, s.stream) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(device_affine.data(), affine.data(), affine.size_bytes(), cudaMemcpyDefault, s.stream) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(device_doubled.data(), doubled.data(), doubled.size_bytes(), cudaMemcpyDefault, s.stream) ==
+          cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s.stream) == cudaSuccess);
+  CHECK(device_sorted == sorted);
+  REQUIRE(device_affine.size() == host.size());
+  REQUIRE(device_doubled.size() == host.size() + 1);
+  CHECK(device_doubled[0] == 7);
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    REQUIRE(device_affine[i] == 3 * host[i] + 1);
+    REQUIRE(device_doubled[i + 1] == 2 * host[i]);
+  }
+}
+
+TEST_CASE("fills and copies of every element size land exactly", "[gpu][growable]") {
+  test::require_gpu();
+  StreamOwner s;
+  struct Odd {
+    std::uint8_t bytes[12];
+  };
+  GrowableBuffer<Odd> odd(capped(1 * GiB), s.stream);
+  Odd value{};
+  for (std::uint8_t i = 0; i < 12; ++i) value.bytes[i] = static_cast<std::uint8_t>(0x10 + i);
+  odd.resize(1001, value);
+  Odd last = odd.element(1000);
+  CHECK(std::equal(std::begin(last.bytes), std::end(last.bytes), std::begin(value.bytes)));
+
+  GrowableBuffer<std::uint16_t> shorts(capped(1 * GiB), s.stream);
+  shorts.push_back(1, s.stream);  // misaligns the fill that follows by two bytes
+  shorts.resize(100'003, 0xABCD, s.stream);
+  std::vector<std::uint16_t> back(shorts.size());
+  REQUIRE(cudaMemcpy(back.data(), shorts.data(), shorts.size_bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(back[0] == 1);
+  CHECK(std::all_of(back.begin() + 1, back.end(), [](std::uint16_t v) { return v == 0xABCD; }));
+
+  struct Big {
+    std::uint32_t words[100];  // 400 bytes: filled by doubling copies
+  };
+  GrowableBuffer<Big> big(capped(1 * GiB), s.stream);
+  Big b{};
+  for (std::uint32_t i = 0; i < 100; ++i) b.words[i] = i * 7 + 1;
+  big.resize(777, b);
+  Big got = big.element(776);
+  CHECK(std::equal(std::begin(got.words), std::end(got.words), std::begin(b.words)));
+  got = big.element(0);
+  CHECK(std::equal(std::begin(got.words), std::end(got.words), std::begin(b.words)));
+}
+
+TEST_CASE("growing until the device is full throws OutOfMemory and keeps the buffer intact",
+          "[gpu][growable][oom]") {
+  test::require_gpu();
+  StreamOwner s;
+  std::size_t const free_before = free_device_memory();
+  {
+    GrowableBuffer<std::uint64_t> buffer(GrowableOptions{}, s.stream);  // reserves the whole device
+    CHECK(buffer.max_capacity() * sizeof(std::uint64_t) >= free_before);
+    constexpr std::size_t step = 1 * GiB / sizeof(std::uint64_t);
+    buffer.resize(step);
+    test::fill_pattern(buffer.data(), step, 0, 77, s.stream);
+    std::uint64_t* const base = buffer.data();
+    std::size_t size_before_oom = 0;
+    bool out_of_memory = false;
+    try {
+      for (;;) {
+        size_before_oom = buffer.size();
+        buffer.resize(buffer.size() + step);
+      }
+    } catch (const OutOfMemory& e) {
+      out_of_memory = true;
+      INFO(e.what());
+    }
+    REQUIRE(out_of_memory);
+    CHECK(buffer.size() == size_before_oom);
+    CHECK(buffer.data() == base);
+    double const reached = static_cast<double>(buffer.storage().capacity()) / static_cast<double>(free_before);
+    INFO("reached " << reached << " of the free memory");
+    CHECK(reached >= 0.97);
+    CHECK(test::count_pattern_mismatches(buffer.data(), step, 0, 77, s.stream) == 0);
+  }
+  CHECK(free_device_memory() >= free_before - 2 * MiB);
+}
+
+TEST_CASE("shrink_to_fit returns the released chunks to the device", "[gpu][growable]") {
+  test::require_gpu();
+  StreamOwner s;
+  std::size_t const free_before = free_device_memory();
+  GrowableBuffer<std::uint8_t> buffer(capped(64 * GiB), s.stream);
+  buffer.resize(8 * GiB, 0x5C, s.stream);
+  std::size_t const mapped = buffer.storage().capacity();
+  std::size_t const free_grown = free_device_memory();
+  // The driver may take a little memory of its own (module loads, page tables): allow a few MiB.
+  constexpr std::size_t tolerance = 8 * MiB;
+  CHECK(free_before - free_grown >= mapped);
+  CHECK(free_before - free_grown <= mapped + tolerance);
+
+  buffer.resize(1 * GiB);
+  buffer.shrink_to_fit(s.stream);
+  std::size_t const kept = buffer.storage().capacity();
+  REQUIRE(kept >= 1 * GiB);
+  REQUIRE(kept < mapped);
+  std::size_t const free_shrunk = free_device_memory();
+  CHECK(free_shrunk - free_grown >= mapped - kept - tolerance);
+  CHECK(free_shrunk - free_grown <= mapped - kept + tolerance);
+  CHECK(buffer.element(1 * GiB - 1, s.stream) == 0x5C);
+
+  buffer.clear();
+  buffer.shrink_to_fit(s.stream);
+  CHECK(free_device_memory() + tolerance >= free_before);
+}
+
+TEST_CASE("a buffer striped over two devices holds one contiguous range", "[gpu][growable][multi-device]") {
+  test::require_gpu(2);
+  StreamOwner s;
+  GrowableOptions options = capped(16 * GiB);
+  options.devices = {0, 1};
+  GrowableBuffer<std::uint64_t> buffer(options, s.stream);
+  buffer.resize(2 * GiB / sizeof(std::uint64_t), poison, s.stream);
+  test::fill_pattern(buffer.data(), buffer.size(), 0, 3, s.stream);
+  const auto& chunks = buffer.storage().chunks();
+  REQUIRE(chunks.size() >= 2);
+  for (std::size_t i = 0; i < chunks.size(); ++i) CHECK(chunks[i].device() == static_cast<int>(i % 2));
+  CHECK(test::count_pattern_mismatches(buffer.data(), buffer.size(), 0, 3, s.stream) == 0);
+}

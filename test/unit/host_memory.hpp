@@ -1,0 +1,141 @@
+// Helpers for unit tests that look at real host virtual memory: what /proc/self/maps says about an
+// address, random data and poisoned buffers, capturing a thrown cuvmm error, and running a memory
+// access in a child process to see whether it faults.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/catch_tostring.hpp>
+
+#include <cuvmm/backend.hpp>
+#include <cuvmm/types.hpp>
+
+template <>
+struct Catch::StringMaker<cuvmm::LiveCounts> {
+  static std::string convert(const cuvmm::LiveCounts& c) {
+    return "{ranges " + std::to_string(c.ranges) + ", chunks " + std::to_string(c.chunks) + ", mappings " +
+           std::to_string(c.mappings) + ", bytes reserved " + std::to_string(c.bytes_reserved) +
+           ", physical " + std::to_string(c.bytes_physical) + ", mapped " + std::to_string(c.bytes_mapped) + "}";
+  }
+};
+
+namespace cuvmm::test {
+
+/// The granularity the unit tests give HostBackend: small, so tests stay light on memory.
+inline constexpr std::size_t test_granularity = 64 * KiB;
+
+/// The protection column of /proc/self/maps for the mapping containing `address` (e.g. "rw-s",
+/// "---p"), or "unmapped" when no mapping contains it.
+inline std::string protection_at(Address address) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long long start = 0;
+    unsigned long long end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s", &start, &end, perms) != 3) continue;
+    if (address >= start && address < end) return perms;
+  }
+  return "unmapped";
+}
+
+/// `size` bytes of reproducible random data.
+inline std::vector<std::byte> random_bytes(std::size_t size, std::uint64_t seed) {
+  std::mt19937_64 generator(seed);
+  std::vector<std::byte> bytes(size);
+  for (std::size_t i = 0; i < size; i += sizeof(std::uint64_t)) {
+    std::uint64_t const word = generator();
+    std::memcpy(bytes.data() + i, &word, std::min(sizeof word, size - i));
+  }
+  return bytes;
+}
+
+inline constexpr std::byte poison{0xCD};
+
+inline void write_bytes(Address address, const std::vector<std::byte>& bytes) {
+  std::memcpy(reinterpret_cast<void*>(address), bytes.data(), bytes.size());
+}
+
+/// Copies `size` bytes from `address` into a buffer that was poisoned first.
+inline std::vector<std::byte> read_bytes(Address address, std::size_t size) {
+  std::vector<std::byte> bytes(size, poison);
+  std::memcpy(bytes.data(), reinterpret_cast<const void*>(address), size);
+  return bytes;
+}
+
+/// Runs `body` and returns the exception of type E it throws; fails the test if it throws none.
+template <class E, class Body>
+E thrown_by(Body&& body) {
+  try {
+    body();
+  } catch (const E& caught) {
+    return caught;
+  }
+  FAIL("the call did not throw");
+  throw std::logic_error("unreachable");
+}
+
+/// How a child process ended.
+struct ChildOutcome {
+  bool signaled = false;  ///< killed by a signal
+  int signal = 0;         ///< which, when signaled
+  int exit_code = -1;     ///< its exit status, when it exited
+};
+
+/// Runs `body` in a forked child, with the default action of the fatal signals restored (so neither
+/// Catch2's nor a sanitizer's handler turns a fault into something else, or reports in the child).
+/// The child exits with 0 when `body` returns. With `quiet`, the child's stderr goes to /dev/null
+/// (for a child that is expected to stop at a failed assertion).
+template <class Body>
+ChildOutcome run_in_child(Body&& body, bool quiet = false) {
+  std::fflush(nullptr);
+  pid_t const child = ::fork();
+  if (child < 0) throw std::runtime_error("fork failed");
+  if (child == 0) {
+    for (int const fatal : {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE}) std::signal(fatal, SIG_DFL);
+    if (quiet) {
+      int const null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+      if (null >= 0) ::dup2(null, STDERR_FILENO);
+    }
+    body();
+    ::_exit(0);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid failed");
+  }
+  ChildOutcome outcome;
+  if (WIFSIGNALED(status)) {
+    outcome.signaled = true;
+    outcome.signal = WTERMSIG(status);
+  } else if (WIFEXITED(status)) {
+    outcome.exit_code = WEXITSTATUS(status);
+  }
+  return outcome;
+}
+
+/// A read that the compiler cannot drop.
+inline std::uint8_t touch_read(Address address) { return *reinterpret_cast<volatile std::uint8_t*>(address); }
+
+/// A write that the compiler cannot drop.
+inline void touch_write(Address address, std::uint8_t value) {
+  *reinterpret_cast<volatile std::uint8_t*>(address) = value;
+}
+
+}  // namespace cuvmm::test

@@ -1,0 +1,204 @@
+// The error hierarchy: what each type is, what its message says, and that copies share details.
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cuvmm/error.hpp>
+
+#include "host_memory.hpp"
+
+using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
+
+namespace {
+
+// The file name format_error prints: the last path component.
+constexpr const char* this_file = "test_errors.cpp";
+
+std::string at_line(std::uint_least32_t line) { return std::string(" [") + this_file + ":" + std::to_string(line) + "]"; }
+
+cuvmm::ErrorDetails driver_failure(std::source_location where = std::source_location::current()) {
+  cuvmm::ErrorDetails details;
+  details.call = "cuMemCreate";
+  details.domain = cuvmm::ErrorDomain::cuda;
+  details.code = 2;
+  details.code_name = "CUDA_ERROR_OUT_OF_MEMORY";
+  details.code_text = "out of memory";
+  details.context = "creating a 2 MiB chunk on device 0";
+  details.where = where;
+  return details;
+}
+
+}  // namespace
+
+static_assert(std::is_base_of_v<std::runtime_error, cuvmm::Error>);
+static_assert(std::is_base_of_v<cuvmm::Error, cuvmm::Unsupported>);
+static_assert(std::is_base_of_v<cuvmm::Error, cuvmm::CapacityExceeded>);
+static_assert(std::is_base_of_v<std::bad_alloc, cuvmm::OutOfMemory>);
+static_assert(!std::is_base_of_v<cuvmm::Error, cuvmm::OutOfMemory>);
+static_assert(!std::is_base_of_v<std::runtime_error, cuvmm::OutOfMemory>);
+static_assert(std::is_nothrow_copy_constructible_v<cuvmm::Error>);
+static_assert(std::is_nothrow_copy_constructible_v<cuvmm::Unsupported>);
+static_assert(std::is_nothrow_copy_constructible_v<cuvmm::CapacityExceeded>);
+static_assert(std::is_nothrow_copy_constructible_v<cuvmm::OutOfMemory>);
+
+TEST_CASE("an error message carries the call, the code's name, number and text, the context and file:line",
+          "[errors]") {
+  std::uint_least32_t const line = std::source_location::current().line() + 1;
+  cuvmm::Error const error(driver_failure());
+
+  CHECK(std::string(error.what()) ==
+        "cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory; creating a 2 MiB chunk on device 0" +
+            at_line(line));
+  CHECK(error.call() == "cuMemCreate");
+  CHECK(error.domain() == cuvmm::ErrorDomain::cuda);
+  CHECK(error.code() == 2);
+  CHECK(error.code_name() == "CUDA_ERROR_OUT_OF_MEMORY");
+  CHECK(error.code_text() == "out of memory");
+  CHECK(error.context() == "creating a 2 MiB chunk on device 0");
+  CHECK(error.where().line() == line);
+}
+
+TEST_CASE("an invalid-argument error names the call and the context, without a code number", "[errors]") {
+  std::uint_least32_t line = 0;
+  auto const error = cuvmm::test::thrown_by<cuvmm::Error>([&] {
+    line = std::source_location::current().line() + 1;
+    cuvmm::throw_invalid_argument("HostBackend::map", "size 4096 is not the chunk's size 65536");
+  });
+
+  CHECK(std::string(error.what()) ==
+        "HostBackend::map failed: invalid argument; size 4096 is not the chunk's size 65536" + at_line(line));
+  CHECK(error.domain() == cuvmm::ErrorDomain::cuvmm);
+  CHECK(error.code() == 0);
+  CHECK(error.code_name() == "invalid argument");
+}
+
+TEST_CASE("OutOfMemory is a std::bad_alloc with the same details, and not a cuvmm::Error", "[errors]") {
+  std::uint_least32_t const line = std::source_location::current().line() + 1;
+  cuvmm::ErrorDetails const details = driver_failure();
+
+  bool caught_as_bad_alloc = false;
+  bool caught_as_error = false;
+  try {
+    try {
+      throw cuvmm::OutOfMemory(details);
+    } catch (const cuvmm::Error&) {
+      caught_as_error = true;
+    }
+  } catch (const std::bad_alloc& caught) {
+    caught_as_bad_alloc = true;
+    CHECK(std::string(caught.what()) == "out of memory: " + cuvmm::format_error(details));
+    CHECK_THAT(caught.what(), ContainsSubstring("CUDA_ERROR_OUT_OF_MEMORY (2)") &&
+                                  ContainsSubstring(at_line(line)));
+    auto const* oom = dynamic_cast<const cuvmm::OutOfMemory*>(&caught);
+    REQUIRE(oom != nullptr);
+    CHECK(oom->call() == "cuMemCreate");
+    CHECK(oom->domain() == cuvmm::ErrorDomain::cuda);
+    CHECK(oom->code() == 2);
+    CHECK(oom->code_name() == "CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK(oom->context() == "creating a 2 MiB chunk on device 0");
+    CHECK(oom->where().line() == line);
+  }
+  CHECK(caught_as_bad_alloc);
+  CHECK_FALSE(caught_as_error);
+}
+
+TEST_CASE("every cuvmm error is caught as std::exception", "[errors]") {
+  auto const message_of = [](auto&& thrower) -> std::string {
+    try {
+      thrower();
+    } catch (const std::exception& caught) {
+      return caught.what();
+    }
+    return "nothing was thrown";
+  };
+  CHECK_THAT(message_of([] { throw cuvmm::Error(driver_failure()); }), StartsWith("cuMemCreate failed"));
+  CHECK_THAT(message_of([] { throw cuvmm::OutOfMemory(driver_failure()); }), StartsWith("out of memory: "));
+  CHECK_THAT(message_of([] { throw cuvmm::CapacityExceeded(3, 2); }), StartsWith("grow failed"));
+  CHECK_THAT(message_of([] { throw cuvmm::Unsupported("multicast", "none", driver_failure()); }),
+             StartsWith("unsupported: multicast"));
+}
+
+TEST_CASE("Unsupported names the missing capability and the remedy", "[errors]") {
+  cuvmm::ErrorDetails details;
+  details.call = "cuMemCreate";
+  details.code_name = "unsupported";
+  details.context = "creating a fabric chunk";
+  cuvmm::Unsupported const error("fabric handles", "start the IMEX service", details);
+
+  CHECK(error.capability() == "fabric handles");
+  CHECK(error.remedy() == "start the IMEX service");
+  CHECK(error.call() == "cuMemCreate");
+  CHECK(std::string(error.what()) ==
+        "unsupported: fabric handles (remedy: start the IMEX service) — " + cuvmm::format_error(details));
+  const cuvmm::Error& as_error = error;
+  CHECK(as_error.context() == "creating a fabric chunk");
+}
+
+TEST_CASE("CapacityExceeded reports the requested size and the capacity", "[errors]") {
+  std::uint_least32_t const line = std::source_location::current().line() + 1;
+  cuvmm::CapacityExceeded const error(3 * cuvmm::GiB + 17, 2 * cuvmm::GiB);
+
+  CHECK(error.requested_bytes() == 3 * cuvmm::GiB + 17);
+  CHECK(error.max_capacity_bytes() == 2 * cuvmm::GiB);
+  CHECK(error.call() == "grow");
+  CHECK(error.where().line() == line);
+  CHECK_THAT(error.what(), ContainsSubstring("requested 3221225489 bytes") &&
+                               ContainsSubstring("holds 2147483648 bytes") && ContainsSubstring(at_line(line)));
+}
+
+TEST_CASE("copying an exception shares its details instead of duplicating them", "[errors]") {
+  cuvmm::Error const original(driver_failure());
+  cuvmm::Error const copy = original;  // NOLINT(performance-unnecessary-copy-initialization)
+  CHECK(&copy.details() == &original.details());
+  CHECK(std::string(copy.what()) == original.what());
+  CHECK(copy.context() == "creating a 2 MiB chunk on device 0");
+
+  cuvmm::OutOfMemory const oom(driver_failure());
+  cuvmm::OutOfMemory const oom_copy = oom;  // NOLINT(performance-unnecessary-copy-initialization)
+  CHECK(&oom_copy.details() == &oom.details());
+  CHECK(oom_copy.what() == oom.what());  // the very same string, not an equal one
+
+  cuvmm::Unsupported const unsupported("multicast", "use a device that supports it", driver_failure());
+  cuvmm::Unsupported const unsupported_copy = unsupported;  // NOLINT(performance-unnecessary-copy-initialization)
+  CHECK(&unsupported_copy.capability() == &unsupported.capability());
+  CHECK(&unsupported_copy.remedy() == &unsupported.remedy());
+  CHECK(&unsupported_copy.details() == &unsupported.details());
+}
+
+TEST_CASE("throw_errno turns ENOMEM and ENOSPC into OutOfMemory", "[errors]") {
+  for (int const error_number : {ENOMEM, ENOSPC}) {
+    std::uint_least32_t line = 0;
+    auto const oom = cuvmm::test::thrown_by<cuvmm::OutOfMemory>([&] {
+      line = std::source_location::current().line() + 1;
+      cuvmm::throw_errno("fallocate", error_number, "creating a chunk of 65536 bytes");
+    });
+    CHECK(oom.call() == "fallocate");
+    CHECK(oom.domain() == cuvmm::ErrorDomain::posix);
+    CHECK(oom.code() == error_number);
+    CHECK(oom.code_name() == (error_number == ENOMEM ? "ENOMEM" : "ENOSPC"));
+    CHECK(oom.details().code_text == std::strerror(error_number));
+    CHECK(oom.context() == "creating a chunk of 65536 bytes");
+    CHECK(oom.where().line() == line);
+  }
+}
+
+TEST_CASE("throw_errno turns other errno values into cuvmm::Error with the errno's name and text", "[errors]") {
+  auto const error = cuvmm::test::thrown_by<cuvmm::Error>(
+      [] { cuvmm::throw_errno("mmap", EINVAL, "mapping chunk 7"); });
+  CHECK(error.call() == "mmap");
+  CHECK(error.domain() == cuvmm::ErrorDomain::posix);
+  CHECK(error.code() == EINVAL);
+  CHECK(error.code_name() == "EINVAL");
+  CHECK(error.code_text() == std::strerror(EINVAL));
+  CHECK_THAT(error.what(), StartsWith("mmap failed: EINVAL (" + std::to_string(EINVAL) + "): " +
+                                      std::strerror(EINVAL) + "; mapping chunk 7 [test_errors.cpp:"));
+}

@@ -1,0 +1,412 @@
+// GrowableBuffer on the host backend: growth, pointer stability, the growth policy, transactions
+// under fault injection at every call, capacity limits, shrinking, moves and copies. The same
+// template serves device memory; the gpu suite proves the CUDA side.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <list>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <cuvmm/fault_injecting_backend.hpp>
+#include <cuvmm/growable_buffer.hpp>
+#include <cuvmm/host_backend.hpp>
+
+#include "observables.hpp"
+
+using namespace cuvmm;
+
+namespace {
+
+constexpr std::size_t granule = 64 * KiB;
+
+HostBackend::Options small_granules(std::size_t physical_limit = 0) {
+  return {.granularity = granule, .physical_limit = physical_limit};
+}
+
+GrowableOptions capped(std::size_t max_capacity) {
+  GrowableOptions o;
+  o.max_capacity = max_capacity;
+  return o;
+}
+
+std::vector<std::uint64_t> random_words(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint64_t> v(n);
+  for (auto& x : v) x = rng();
+  return v;
+}
+
+template <class T>
+std::vector<T> contents(const HostGrowableBuffer<T>& b) {
+  return std::vector<T>(b.begin(), b.end());
+}
+
+}  // namespace
+
+TEST_CASE("growth chunks are 1/16 of the target in powers of two, between the granularity and the cap",
+          "[growable][policy]") {
+  constexpr std::size_t g = 2 * MiB;
+  CHECK(growth_chunk_bytes(0, g, 2 * GiB) == g);
+  CHECK(growth_chunk_bytes(1, g, 2 * GiB) == g);
+  CHECK(growth_chunk_bytes(16 * g - 1, g, 2 * GiB) == g);
+  CHECK(growth_chunk_bytes(32 * g, g, 2 * GiB) == 2 * g);
+  CHECK(growth_chunk_bytes(48 * g, g, 2 * GiB) == 2 * g);
+  CHECK(growth_chunk_bytes(64 * g, g, 2 * GiB) == 4 * g);
+  CHECK(growth_chunk_bytes(16 * GiB, g, 2 * GiB) == 1 * GiB);
+  CHECK(growth_chunk_bytes(64 * GiB, g, 2 * GiB) == 2 * GiB);
+  CHECK(growth_chunk_bytes(140 * GiB, g, 2 * GiB) == 2 * GiB);
+  CHECK(growth_chunk_bytes(64 * GiB, g, 3 * MiB) == g);  // a cap below two granules
+  CHECK(growth_chunk_bytes(64 * GiB, g, 0) == g);        // the cap never goes below one granule
+}
+
+TEST_CASE("a buffer grows by push_back without moving, with slack of at most one chunk",
+          "[growable][host]") {
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<std::uint64_t> buffer(backend, capped(256 * MiB));
+  REQUIRE(buffer.max_capacity() == 256 * MiB / sizeof(std::uint64_t));
+  std::uint64_t* const base = buffer.data();
+  REQUIRE(base != nullptr);
+
+  std::vector<std::uint64_t> const values = random_words(1 << 20, 7);  // 8 MiB: 128 granules
+  std::size_t growth_steps_seen = 0;
+  std::size_t last_capacity = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    buffer.push_back(values[i]);
+    REQUIRE(buffer.data() == base);
+    if (buffer.capacity() != last_capacity) {
+      ++growth_steps_seen;
+      last_capacity = buffer.capacity();
+      std::size_t const slack = buffer.storage().capacity() - buffer.size_bytes();
+      REQUIRE(slack <= std::max(granule, buffer.size_bytes() / 16));
+    }
+  }
+  REQUIRE(buffer.size() == values.size());
+  CHECK(contents(buffer) == values);
+  GrowableStats const stats = buffer.stats();
+  CHECK(stats.growth_steps == growth_steps_seen);
+  CHECK(stats.chunks_created == buffer.storage().chunk_count());
+  CHECK(stats.access_calls == stats.growth_steps);  // one access call per growth step
+  CHECK(stats.chunk_count <= 64);                   // geometric chunks: 8 MiB of 64 KiB granules
+  CHECK(backend.live_counts().chunks == stats.chunk_count);
+  CHECK(backend.live_counts().bytes_mapped == buffer.storage().capacity());
+}
+
+TEST_CASE("a buffer matches std::vector through random operation sequences", "[growable][host][model]") {
+  auto const seed = GENERATE(1u, 2u, 3u, 4u, 5u);
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<std::uint32_t> buffer(backend, capped(64 * MiB));
+  std::vector<std::uint32_t> model;
+  std::mt19937 rng(seed);
+  std::uint32_t* const base = buffer.data();
+
+  for (int step = 0; step < 400; ++step) {
+    switch (rng() % 9) {
+      case 0: {
+        std::uint32_t const v = rng();
+        buffer.push_back(v);
+        model.push_back(v);
+        break;
+      }
+      case 1: {
+        std::vector<std::uint32_t> block(rng() % 50000);
+        for (auto& x : block) x = rng();
+        buffer.append(block);
+        model.insert(model.end(), block.begin(), block.end());
+        break;
+      }
+      case 2: {
+        std::size_t const n = rng() % 120000;
+        std::uint32_t const v = rng();
+        buffer.resize(n, v);
+        model.resize(n, v);
+        break;
+      }
+      case 3:
+        if (!model.empty()) {
+          buffer.pop_back();
+          model.pop_back();
+        }
+        break;
+      case 4:
+        if (rng() % 8 == 0) {
+          buffer.clear();
+          model.clear();
+        }
+        break;
+      case 5:
+        buffer.shrink_to_fit();
+        CHECK(buffer.storage().capacity() - buffer.size_bytes() <
+              std::max(granule, buffer.storage().chunks().empty() ? granule : buffer.storage().chunks().back().size()));
+        break;
+      case 6:
+        buffer.reserve(rng() % 150000);
+        break;
+      case 7:
+        if (!model.empty()) {
+          std::size_t const i = rng() % model.size();
+          std::uint32_t const v = rng();
+          buffer.set_element(i, v);
+          model[i] = v;
+          REQUIRE(buffer.element(i) == v);
+        }
+        break;
+      case 8: {  // self-append: growth never moves the source
+        std::size_t const n = std::min<std::size_t>(model.size(), rng() % 5000);
+        buffer.append(std::span<const std::uint32_t>(buffer.data(), n));
+        model.insert(model.end(), model.begin(), model.begin() + static_cast<std::ptrdiff_t>(n));
+        break;
+      }
+    }
+    REQUIRE(buffer.size() == model.size());
+    REQUIRE(buffer.capacity() >= buffer.size());
+    REQUIRE(buffer.data() == base);
+  }
+  CHECK(contents(buffer) == model);
+}
+
+TEST_CASE("append takes iterators of other types and non-contiguous ranges", "[growable][host]") {
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<double> buffer(backend, capped(16 * MiB));
+  std::list<int> const ints{3, -1, 4, -1, 5};
+  buffer.append(ints.begin(), ints.end());
+  std::vector<float> const floats{0.5f, 2.25f};
+  buffer.append(floats.begin(), floats.end());
+  CHECK(contents(buffer) == std::vector<double>{3, -1, 4, -1, 5, 0.5, 2.25});
+}
+
+TEST_CASE("a failed growth step leaves the buffer as it was and leaks nothing, at every k",
+          "[growable][host][faults]") {
+  auto const failure = GENERATE(FaultInjectingBackend::Failure::error, FaultInjectingBackend::Failure::out_of_memory);
+  HostBackend real(small_granules());
+  FaultInjectingBackend faulty(real);
+  std::size_t const fds_before = test::open_fd_count();
+  {
+    HostGrowableBuffer<std::uint64_t> buffer(faulty, capped(64 * MiB));
+    std::vector<std::uint64_t> const first = random_words(3 * granule / 8 + 5, 11);
+    buffer.append(first);
+    std::vector<std::uint64_t> const more = random_words(40 * granule / 8, 12);  // many chunks, one step
+
+    std::size_t k = 1;
+    for (;; ++k) {
+      LiveCounts const live_before = real.live_counts();
+      std::size_t const fds_in_buffer = test::open_fd_count();
+      std::size_t const capacity_before = buffer.capacity();
+      GrowableStats const stats_before = buffer.stats();
+      std::uint64_t* const base = buffer.data();
+
+      faulty.fail_nth(k, {}, failure);
+      bool threw = false;
+      try {
+        buffer.append(more);
+      } catch (const Error& e) {
+        threw = true;
+        CHECK(e.context() == "injected fault");
+      } catch (const OutOfMemory& e) {
+        threw = true;
+        CHECK(e.context() == "injected fault");
+      }
+      faulty.disarm();
+      if (!threw) break;
+      INFO("fault at backend call " << k);
+      REQUIRE(faulty.fired());
+      REQUIRE(buffer.size() == first.size());
+      REQUIRE(buffer.data() == base);
+      REQUIRE(buffer.capacity() == capacity_before);
+      REQUIRE(buffer.stats().chunks_created == stats_before.chunks_created);
+      REQUIRE(real.live_counts() == live_before);
+      REQUIRE(test::open_fd_count() == fds_in_buffer);
+      REQUIRE(contents(buffer) == first);
+    }
+    CHECK(k > 40);  // every create, map and the access call of the step was failed once
+    REQUIRE(buffer.size() == first.size() + more.size());
+    std::vector<std::uint64_t> expected = first;
+    expected.insert(expected.end(), more.begin(), more.end());
+    CHECK(contents(buffer) == expected);
+  }
+  CHECK(real.live_counts() == LiveCounts{});
+  CHECK(test::open_fd_count() == fds_before);
+}
+
+TEST_CASE("growth past the address range throws CapacityExceeded and changes nothing", "[growable][host]") {
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<std::uint8_t> buffer(backend, capped(4 * granule));
+  REQUIRE(buffer.max_capacity() == 4 * granule);
+  std::vector<std::uint8_t> const bytes(3 * granule, 0xA5);
+  buffer.append(bytes);
+  LiveCounts const live = backend.live_counts();
+
+  std::vector<std::uint8_t> const too_much(granule + 1, 0x5A);
+  try {
+    buffer.append(too_much);
+    FAIL("append past max_capacity did not throw");
+  } catch (const CapacityExceeded& e) {
+    CHECK(e.requested_bytes() == 4 * granule + 1);
+    CHECK(e.max_capacity_bytes() == 4 * granule);
+  }
+  CHECK(buffer.size() == 3 * granule);
+  CHECK(contents(buffer) == bytes);
+  CHECK(backend.live_counts() == live);
+
+  buffer.append(std::vector<std::uint8_t>(granule, 1));  // exactly full is fine
+  CHECK(buffer.size() == buffer.max_capacity());
+  CHECK_THROWS_AS(buffer.push_back(2), CapacityExceeded);
+}
+
+TEST_CASE("zero and absurd sizes are no-ops or clear errors", "[growable][host]") {
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<std::uint64_t> buffer(backend, capped(granule));
+  buffer.reserve(0);
+  buffer.resize(0);
+  buffer.append(std::span<const std::uint64_t>{});
+  CHECK(buffer.empty());
+  CHECK(buffer.capacity() == 0);
+  CHECK(backend.live_counts().chunks == 0);
+
+  CHECK_THROWS_AS(buffer.reserve(std::numeric_limits<std::size_t>::max()), CapacityExceeded);
+  CHECK_THROWS_AS(buffer.resize(std::numeric_limits<std::size_t>::max() / 2), CapacityExceeded);
+  CHECK_THROWS_AS(buffer.pop_back(), Error);
+  CHECK_THROWS_AS((void)buffer.element(0), Error);
+  CHECK(buffer.empty());
+  CHECK(backend.live_counts().chunks == 0);
+
+  GrowableOptions zero_granules;
+  zero_granules.max_capacity = std::numeric_limits<std::size_t>::max();
+  CHECK_THROWS_AS(HostGrowableBuffer<int>(backend, zero_granules), Error);  // cannot be rounded
+}
+
+TEST_CASE("running out of physical memory throws OutOfMemory with the buffer intact", "[growable][host][oom]") {
+  // 38 granules of physical memory, a 64-granule range, appends of one granule. Past 32 granules the
+  // policy asks for 2-granule chunks; the one that would end at 39 does not fit, so growth falls
+  // back to the exact size needed and the buffer still reaches all 38.
+  HostBackend backend(small_granules(38 * granule));
+  HostGrowableBuffer<std::uint64_t> buffer(backend, capped(64 * granule));
+  std::vector<std::uint64_t> const block = random_words(granule / 8, 3);
+  std::size_t appended = 0;
+  std::uint64_t* const base = buffer.data();
+  try {
+    for (;; ++appended) buffer.append(block);
+  } catch (const OutOfMemory& e) {
+    CHECK(std::string(e.what()).find("out of memory") != std::string::npos);
+  }
+  CHECK(appended == 38);
+  CHECK(buffer.size() == 38 * block.size());
+  CHECK(buffer.data() == base);
+  CHECK(buffer.stats().oom_retries == 1);
+  CHECK(backend.live_counts().bytes_physical == 38 * granule);
+  for (std::size_t i = 0; i < appended; ++i) {
+    REQUIRE(std::equal(block.begin(), block.end(), buffer.data() + i * block.size()));
+  }
+}
+
+TEST_CASE("a refused reservation is retried at half the size down to the floor", "[growable][host]") {
+  HostBackend real(small_granules());
+  FaultInjectingBackend faulty(real);
+  GrowableOptions options = capped(64 * granule);
+  options.min_capacity = 16 * granule;
+
+  faulty.fail_nth(1, {BackendOp::reserve}, FaultInjectingBackend::Failure::out_of_memory);
+  {
+    GrowableStorage storage(faulty, options);
+    CHECK(storage.max_capacity() == 32 * granule);
+    CHECK(faulty.calls(BackendOp::reserve) == 2);
+  }
+  faulty.fail_nth(1, {BackendOp::reserve}, FaultInjectingBackend::Failure::error);
+  {
+    GrowableStorage storage(faulty, options);
+    CHECK(storage.max_capacity() == 32 * granule);
+  }
+  // At the floor the refusal reaches the caller, and nothing is left behind.
+  options.max_capacity = 16 * granule;
+  faulty.fail_nth(1, {BackendOp::reserve}, FaultInjectingBackend::Failure::out_of_memory);
+  CHECK_THROWS_AS(GrowableStorage(faulty, options), OutOfMemory);
+  CHECK(real.live_counts() == LiveCounts{});
+}
+
+TEST_CASE("clear and shrink_to_fit return every chunk", "[growable][host]") {
+  HostBackend backend(small_granules());
+  std::size_t const fds_before = test::open_fd_count();
+  HostGrowableBuffer<std::uint16_t> buffer(backend, capped(32 * MiB));
+  buffer.resize(5 * MiB, 0xBEEF);
+  std::size_t const chunks = buffer.storage().chunk_count();
+  REQUIRE(chunks > 1);
+  REQUIRE(backend.live_counts().bytes_physical == buffer.storage().capacity());
+
+  buffer.resize(granule / 2 / 2);  // a quarter of a granule in use: one chunk stays
+  buffer.shrink_to_fit();
+  CHECK(buffer.storage().chunk_count() == 1);
+  CHECK(buffer.stats().chunks_released == chunks - 1);
+  CHECK(backend.live_counts().chunks == 1);
+  CHECK(std::all_of(buffer.begin(), buffer.end(), [](std::uint16_t v) { return v == 0xBEEF; }));
+
+  buffer.clear();
+  buffer.shrink_to_fit();
+  CHECK(buffer.capacity() == 0);
+  CHECK(backend.live_counts().chunks == 0);
+  CHECK(backend.live_counts().mappings == 0);
+  CHECK(backend.live_counts().ranges == 1);  // the address range stays: data() never changes
+  CHECK(test::open_fd_count() == fds_before);
+
+  buffer.resize(10, 7);  // and it grows again at the same address
+  CHECK(contents(buffer) == std::vector<std::uint16_t>(10, 7));
+}
+
+TEST_CASE("moves are noexcept and empty the source; copies take a stream and are independent",
+          "[growable][host]") {
+  static_assert(std::is_nothrow_move_constructible_v<HostGrowableBuffer<int>>);
+  static_assert(std::is_nothrow_move_assignable_v<HostGrowableBuffer<int>>);
+  static_assert(!std::is_copy_constructible_v<HostGrowableBuffer<int>>);
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<int> a(backend, capped(8 * MiB));
+  std::vector<int> const values{9, 8, 7, 6};
+  a.append(values);
+  int* const address = a.data();
+
+  HostGrowableBuffer<int> b(std::move(a));
+  CHECK(b.data() == address);
+  CHECK(contents(b) == values);
+  CHECK(a.size() == 0);
+  CHECK(a.data() == nullptr);
+  CHECK(a.capacity() == 0);
+  CHECK(backend.live_counts().ranges == 1);
+
+  HostGrowableBuffer<int> c(b, nullptr);
+  CHECK(c.data() != b.data());
+  CHECK(contents(c) == values);
+  c.set_element(0, -1);
+  CHECK(b.element(0) == 9);
+  CHECK(backend.live_counts().ranges == 2);
+
+  b.swap(c);
+  CHECK(b.element(0) == -1);
+  CHECK(c.data() == address);
+
+  a = std::move(c);
+  CHECK(a.data() == address);
+  CHECK(contents(a) == values);
+  CHECK(backend.live_counts().ranges == 2);
+}
+
+TEST_CASE("chunks are striped over the placement devices and access is granted to each",
+          "[growable][host][multi-device]") {
+  HostBackend backend(small_granules());
+  GrowableOptions options = capped(64 * MiB);
+  options.devices = {0, 1, 2};
+  HostGrowableBuffer<std::uint8_t> buffer(backend, options);
+  buffer.resize(40 * granule, 1);
+  const auto& chunks = buffer.storage().chunks();
+  REQUIRE(chunks.size() >= 3);
+  for (std::size_t i = 0; i < chunks.size(); ++i) CHECK(chunks[i].device() == static_cast<int>(i % 3));
+  CHECK(buffer.storage().options().access ==
+        std::vector<AccessGrant>{{0, Access::read_write}, {1, Access::read_write}, {2, Access::read_write}});
+}
+
+TEST_CASE("a buffer needs a backend of its memory space", "[growable][host]") {
+  HostBackend host(small_granules());
+  CHECK_THROWS_AS(GrowableBuffer<int>(host, capped(granule)), Error);
+  CHECK(host.live_counts() == LiveCounts{});
+}
