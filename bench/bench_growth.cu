@@ -24,6 +24,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <cuvmm/growable_buffer.hpp>
 
@@ -150,6 +151,11 @@ struct Stream {
   cudaStream_t stream = nullptr;
 };
 
+/// Memory freed by one iteration is still being cleaned up by the driver for a while after the
+/// free calls return (the next large allocations wait for it: measured, up to ~16 ms for one
+/// cuMemCreate). That cost belongs to the previous teardown, so every iteration starts settled.
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(500)); }
+
 template <class Strategy>
 void BM_Grow(benchmark::State& state) {
   std::size_t const target = static_cast<std::size_t>(state.range(0)) * GiB;
@@ -169,6 +175,7 @@ void BM_Grow(benchmark::State& state) {
     check(cudaStreamSynchronize(s.stream), "sync");
     peak_ratio = static_cast<double>(peak) / static_cast<double>(target);
   }
+  settle();
 
   double teardown_seconds = 0;
   for (auto _ : state) {
@@ -186,6 +193,7 @@ void BM_Grow(benchmark::State& state) {
     auto const torn_down = std::chrono::steady_clock::now();
     state.SetIterationTime(std::chrono::duration<double>(grown - start).count());
     teardown_seconds += std::chrono::duration<double>(torn_down - grown).count();
+    settle();
   }
   state.counters["size_GiB"] = static_cast<double>(target) / GiB;
   state.counters["peak_over_size"] = peak_ratio;
@@ -199,6 +207,7 @@ void BM_Reach(benchmark::State& state) {
   Stream s;
   for (auto _ : state) {
     check(cudaDeviceSynchronize(), "sync");
+    settle();
     std::size_t const free_at_start = device_memory_free();
     std::size_t reached = 0;
     if constexpr (std::is_same_v<Strategy, Preallocated>) {

@@ -44,15 +44,21 @@ def main() -> int:
         for case in root.iter("TestCase"):
             for skip in case.iter("Skip"):
                 reason = (skip.text or "").strip()
-                skips.append(f"{label}: {case.get('name')}: {reason}")
+                skips.append((label, case.get("name"), reason))
     width = max(len(r[0]) for r in rows) if rows else 10
     print(f"{'program':<{width}}  passed  failed  skipped")
     for label, passed, failed, skipped in rows:
         print(f"{label:<{width}}  {passed:>6}  {failed:>6}  {skipped:>7}")
     if skips:
-        print(f"\nskipped test cases ({len(skips)}):")
-        for line in skips:
-            print("  " + line)
+        # One line per reason (e.g. "no CUDA driver: ..."), with the programs it applied to.
+        by_reason = {}
+        for program, case, reason in skips:
+            by_reason.setdefault(reason, []).append((program, case))
+        print(f"\nskipped test cases ({len(skips)}), by reason:")
+        for reason, cases in by_reason.items():
+            programs = sorted({p for p, _ in cases})
+            print(f"  {len(cases)} skipped: {reason}")
+            print(f"    in {', '.join(programs)}")
     for line in broken:
         print("ERROR " + line)
     print(f"\ntests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")

@@ -133,7 +133,7 @@ DeviceReport report(const cuvmm::DeviceCaps& caps) {
   };
   if (caps.fabric_handles && !caps.imex_channel_present) {
     out.hints.push_back("the device reports fabric handles, but no IMEX channel exists under " +
-                        std::string(cuvmm::imex_channel_directory) + ", so creating fabric-shareable memory fails: " +
+                        std::string(cuvmm::imex_channel_directory) + ", so creating fabric-shareable memory fails. Remedy: " +
                         std::string(cuvmm::imex_channel_remedy));
   }
   return out;
@@ -172,7 +172,8 @@ void print_json(const cuvmm::DriverStatus& status, const std::vector<DeviceRepor
   for (std::size_t i = 0; i < devices.size(); ++i) {
     DeviceReport const& device = devices[i];
     out += i == 0 ? "\n" : ",\n";
-    out += "    {\n      \"index\": " + std::to_string(device.device) + ",\n      \"name\": " + json_string(device.name);
+    out += "    {\n      \"index\": " + std::to_string(device.device);
+    out += ",\n      \"name\": " + json_string(device.name);
     for (Row const& row : device.rows) out += ",\n      " + json_string(row.key) + ": " + row.json;
     out += ",\n      \"hints\": [";
     for (std::size_t h = 0; h < device.hints.size(); ++h) out += (h == 0 ? "" : ", ") + json_string(device.hints[h]);

@@ -324,6 +324,7 @@ CudaBackend::CudaBackend(int device) : state_(std::make_unique<State>()) {
   s.device_count = driver_device_count(where);
   ChunkRequest const plain = s.request(ChunkProperties{.device = device}, "CudaBackend", where);
   s.context = driver::PrimaryContext(s.device_handle(device, "CudaBackend", where), where);
+  s.make_current(where);
   s.address_granularity = s.query_granularity(plain.prop, GranularityKind::minimum, where);
 }
 
@@ -334,6 +335,7 @@ int CudaBackend::device() const noexcept { return state_->device; }
 std::size_t CudaBackend::granularity(const ChunkProperties& props, GranularityKind kind) const {
   Source const where = Source::current();
   ChunkRequest const request = state_->request(props, "cuMemGetAllocationGranularity", where);
+  state_->make_current(where);
   return state_->query_granularity(request.prop, kind, where);
 }
 
@@ -456,7 +458,8 @@ void CudaBackend::map(Address address, std::size_t size, ChunkHandle chunk) {
       throw_invalid_argument("cuMemMap", "mapping " + what + ": the span is not inside a reserved range", where);
     auto const next = s.mappings.lower_bound(address);
     bool const overlaps_next = next != s.mappings.end() && next->first < address + size;
-    bool const overlaps_previous = next != s.mappings.begin() && std::prev(next)->first + std::prev(next)->second > address;
+    bool const overlaps_previous =
+        next != s.mappings.begin() && std::prev(next)->first + std::prev(next)->second > address;
     if (overlaps_next || overlaps_previous)
       throw_invalid_argument("cuMemMap", "mapping " + what + ": the span is already mapped", where);
   }
@@ -546,7 +549,8 @@ UniqueFd CudaBackend::export_posix_fd(ChunkHandle chunk) {
 ChunkHandle CudaBackend::import_posix_fd(int fd) {
   Source const where = Source::current();
   State& s = *state_;
-  if (fd < 0) throw_invalid_argument("cuMemImportFromShareableHandle", "fd " + std::to_string(fd) + " is invalid", where);
+  if (fd < 0)
+    throw_invalid_argument("cuMemImportFromShareableHandle", "fd " + std::to_string(fd) + " is invalid", where);
   s.make_current(where);
   CUmemGenericAllocationHandle handle = 0;
   // The driver reads the descriptor and leaves it open: the caller still owns it.
@@ -589,7 +593,8 @@ ChunkHandle CudaBackend::import_fabric(const FabricHandle& fabric) {
   CUmemFabricHandle imported{};
   std::memcpy(imported.data, fabric.data, sizeof imported.data);
   CUmemGenericAllocationHandle handle = 0;
-  CUresult const result = driver::mem_import_from_shareable_handle.no_throw(&handle, &imported, CU_MEM_HANDLE_TYPE_FABRIC);
+  CUresult const result =
+      driver::mem_import_from_shareable_handle.no_throw(&handle, &imported, CU_MEM_HANDLE_TYPE_FABRIC);
   if (result != CUDA_SUCCESS) {
     std::string context = "importing a chunk from a fabric handle";
     if (fabric_refused(result))

@@ -3,8 +3,8 @@
 // Reads device attributes and allocation granularities through the driver layer. A granularity is
 // only queried for a kind of chunk the device reports as supported, so an unsupported kind reads 0
 // and raises nothing; a kind the device reports but the driver still refuses (fabric handles without
-// an IMEX channel, CUDA_ERROR_NOT_PERMITTED) also reads 0. Free memory comes from cuMemGetInfo in the
-// device's primary context (retained for the query, so the device must be usable).
+// an IMEX channel, CUDA_ERROR_NOT_PERMITTED) also reads 0. The queries run in the device's primary
+// context (retained for the call, so the device must be usable); free memory is cuMemGetInfo there.
 // Never does: create memory, change a device setting, or call cuMulticastCreate.
 #include <cuvmm/device_caps.hpp>
 
@@ -104,6 +104,10 @@ DeviceCaps device_caps(int device) {
                                               std::to_string(count) + " device(s))");
   CUdevice handle = 0;
   driver::device_get(&handle, device);
+  // Granularity and memory queries run in the device's primary context (cuMemGetInfo reports on
+  // the current context's device); the caller's current context comes back afterwards.
+  driver::PrimaryContext const context(handle);
+  driver::CurrentContextScope const scope(context.get());
 
   DeviceCaps caps;
   caps.device = device;
@@ -137,11 +141,9 @@ DeviceCaps device_caps(int device) {
       caps.compression_granularity = chunk_granularity(device, CU_MEM_HANDLE_TYPE_NONE, true, "compressible chunk");
   }
   if (caps.multicast && driver::multicast_get_granularity.available())
-    caps.multicast_granularity = multicast_granularity(caps.granularity.minimum != 0 ? caps.granularity.minimum : 2 * MiB);
+    caps.multicast_granularity =
+        multicast_granularity(caps.granularity.minimum != 0 ? caps.granularity.minimum : 2 * MiB);
 
-  // cuMemGetInfo reports on the current context's device: use the device's primary context.
-  driver::PrimaryContext const context(handle);
-  driver::CurrentContextScope const scope(context.get());
   std::size_t total = 0;
   driver::mem_get_info(&caps.free_memory, &total);
   return caps;

@@ -77,14 +77,17 @@ void fill_pattern(std::uint64_t* data, std::size_t count, std::uint64_t first, s
 
 std::size_t count_pattern_mismatches(const std::uint64_t* data, std::size_t count, std::uint64_t first,
                                      std::uint64_t seed, cudaStream_t stream) {
-  unsigned long long* counter = nullptr;
-  check(cudaMallocAsync(&counter, sizeof *counter, stream), "cudaMallocAsync");
+  // Allocated once and kept, so checks still work when a test has filled the device.
+  static unsigned long long* const counter = [] {
+    unsigned long long* p = nullptr;
+    check(cudaMalloc(&p, sizeof *p), "cudaMalloc");
+    return p;
+  }();
   check(cudaMemsetAsync(counter, 0, sizeof *counter, stream), "cudaMemsetAsync");
   if (count != 0) mismatch_kernel<<<blocks_for(count), threads, 0, stream>>>(data, count, first, seed, counter);
   check(cudaGetLastError(), "mismatch_kernel");
   unsigned long long result = 0;
   check(cudaMemcpyAsync(&result, counter, sizeof result, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
-  check(cudaFreeAsync(counter, stream), "cudaFreeAsync");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   return static_cast<std::size_t>(result);
 }

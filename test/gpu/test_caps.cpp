@@ -106,7 +106,8 @@ TEST_CASE("granularities are powers of two, the minimum divides the recommended,
     CHECK(multicast_granularity_known == caps.multicast);
     if (!caps.fabric_handles) CHECK(caps.fabric_granularity.minimum == 0);
     // Every kind of chunk is still mapped in ranges of plain chunks: its unit is a multiple of theirs.
-    if (caps.posix_fd_granularity.minimum != 0) CHECK(caps.posix_fd_granularity.minimum % caps.granularity.minimum == 0);
+    if (caps.posix_fd_granularity.minimum != 0)
+      CHECK(caps.posix_fd_granularity.minimum % caps.granularity.minimum == 0);
     if (caps.compression_granularity.minimum != 0)
       CHECK(caps.compression_granularity.minimum % caps.granularity.minimum == 0);
   }

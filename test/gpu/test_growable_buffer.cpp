@@ -96,7 +96,8 @@ TEST_CASE("pointers stay valid while a kernel launched earlier keeps using the p
   auto const grew_in = std::chrono::steady_clock::now() - start;
   REQUIRE(cudaStreamSynchronize(busy.stream) == cudaSuccess);
   REQUIRE(cudaStreamSynchronize(growth.stream) == cudaSuccess);
-  INFO("grew in " << std::chrono::duration<double, std::milli>(grew_in).count() << " ms");
+  double const grew_ms = std::chrono::duration<double, std::milli>(grew_in).count();
+  INFO("grew in " << grew_ms << " ms");
   CHECK(kernel_still_running);  // growth did not wait for the kernel
   CHECK(buffer.data() == base);
   std::vector<std::uint32_t> back(prefix);
@@ -185,13 +186,17 @@ TEST_CASE("growing until the device is full throws OutOfMemory and keeps the buf
           "[gpu][growable][oom]") {
   test::require_gpu();
   StreamOwner s;
+  (void)test::count_pattern_mismatches(nullptr, 0, 0, 0, s.stream);  // its counter is allocated once, now
   std::size_t const free_before = free_device_memory();
   {
     GrowableBuffer<std::uint64_t> buffer(GrowableOptions{}, s.stream);  // reserves the whole device
     CHECK(buffer.max_capacity() * sizeof(std::uint64_t) >= free_before);
-    constexpr std::size_t step = 1 * GiB / sizeof(std::uint64_t);
+    // Steps well below the gap between free and total memory, so the device runs out before the
+    // address range (as large as total memory) does.
+    constexpr std::size_t step = 256 * MiB / sizeof(std::uint64_t);
     buffer.resize(step);
     test::fill_pattern(buffer.data(), step, 0, 77, s.stream);
+    REQUIRE(test::count_pattern_mismatches(buffer.data(), step, 0, 77, s.stream) == 0);
     std::uint64_t* const base = buffer.data();
     std::size_t size_before_oom = 0;
     bool out_of_memory = false;

@@ -20,11 +20,14 @@ constexpr int meson_skipped = 77;
 
 int main(int argc, char* argv[]) {
   std::vector<std::string> args(argv, argv + argc);
-  if (const char* dir = std::getenv("CUVMM_TEST_RESULTS_DIR"); dir != nullptr && *dir != '\0') {
+  if (const char* env = std::getenv("CUVMM_TEST_RESULTS_DIR"); env != nullptr && *env != '\0') {
+    std::filesystem::path const dir = env;
+    // Child processes that a test starts (e.g. to watch a fault) must not write this report.
+    ::unsetenv("CUVMM_TEST_RESULTS_DIR");
     std::filesystem::create_directories(dir);
     std::string const program = std::filesystem::path(args.at(0)).filename().string();
-    args.insert(args.begin() + 1, {"--reporter", "console", "--reporter",
-                                   "xml::out=" + (std::filesystem::path(dir) / (program + ".xml")).string()});
+    args.insert(args.begin() + 1,
+                {"--reporter", "console", "--reporter", "xml::out=" + (dir / (program + ".xml")).string()});
   }
   std::vector<const char*> c_args;
   for (const std::string& arg : args) c_args.push_back(arg.c_str());

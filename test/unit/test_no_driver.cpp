@@ -28,7 +28,7 @@ constexpr const char* no_driver_text = "no CUDA driver found";
 
 struct Run {
   int exit_status = -1;  // -1 unless the program exited normally
-  std::string output;    // its stdout
+  std::string output;    // its stdout and stderr
 };
 
 Run run_program(std::vector<std::string> args) {
@@ -37,6 +37,7 @@ Run run_program(std::vector<std::string> args) {
   posix_spawn_file_actions_t actions;
   REQUIRE(posix_spawn_file_actions_init(&actions) == 0);
   REQUIRE(posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO) == 0);
+  REQUIRE(posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO) == 0);
   REQUIRE(posix_spawn_file_actions_addclose(&actions, pipe_fds[0]) == 0);
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
@@ -127,5 +128,6 @@ TEST_CASE("cuvmm-info exits 0 and reports the driver and devices it found, as a 
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-info"));
   Run const bad = run_program({CUVMM_INFO_PATH, "--no-such-flag"});
   CHECK(bad.exit_status == 2);
+  CHECK_THAT(bad.output, StartsWith("cuvmm-info: unknown argument '--no-such-flag'"));
 #endif
 }

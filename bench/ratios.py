@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Ratios from one growth-benchmark run (bench_growth's JSON): each strategy against the
+preallocated physical limit and against copy-and-grow, at each size; reach and peak memory."""
+import json
+import sys
+
+
+def main() -> int:
+    data = json.load(open(sys.argv[1]))
+    grow = {}
+    reach = {}
+    for b in data["benchmarks"]:
+        name = b["name"]
+        if name.startswith("grow/"):
+            strategy, size = name.split("/")[1], b.get("size_GiB")
+            grow[(strategy, int(size))] = b
+        elif name.startswith("reach/"):
+            reach[name.split("/")[1]] = b
+    sizes = sorted({s for _, s in grow})
+    print("growth time, manual time per iteration (appends + fills), ratio to preallocated and to copy_and_grow")
+    for size in sizes:
+        limit = grow.get(("preallocated", size))
+        copy = grow.get(("copy_and_grow", size))
+        for strategy in ("growable", "copy_and_grow", "thrust_vector", "preallocated"):
+            b = grow.get((strategy, size))
+            if b is None:
+                continue
+            t = b["real_time"]
+            line = f"  {size:>3} GiB {strategy:<14} {t:9.2f} {b['time_unit']}"
+            if limit:
+                line += f"  /preallocated {t / limit['real_time']:.3f}"
+            if copy:
+                line += f"  /copy_and_grow {t / copy['real_time']:.3f}"
+            line += f"  peak/size {b['peak_over_size']:.3f}  teardown {b['teardown_ms']:.1f} ms"
+            print(line)
+    print("largest size reached in 64 MiB appends, as a fraction of the memory free at the start")
+    for strategy, b in reach.items():
+        print(f"  {strategy:<14} {b['reached_GiB']:8.2f} GiB  {b['reached_over_free']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Copies what a device-machine run needs out of a build folder into STAGE (keeping the layout the
+# executables' rpaths expect), plus the shared Google Benchmark library, which that machine lacks.
+#   bash scripts/stage-device.sh BUILD_DIR STAGE_DIR
+set -euo pipefail
+build=${1:?build dir}
+stage=${2:?stage dir}
+rm -rf "$stage"
+mkdir -p "$stage"
+(cd "$build" && find src tools bench test -maxdepth 2 \( -name 'libcuvmm.so*' -o -type f -perm -u+x \) \
+   ! -name '*.p' ! -path '*.p/*' -print0 | xargs -0 cp --parents -P -t "$(cd - >/dev/null && cd "$stage" && pwd)")
+find "$stage" -type f -exec strip --strip-debug {} + 2>/dev/null || true
+cp -P /usr/lib/x86_64-linux-gnu/libbenchmark.so.1* "$stage/"
+du -sh "$stage"
