@@ -10,6 +10,7 @@ mode=${2:-}
 out=${OUT:-/tmp/cuvmm-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$build:${LD_LIBRARY_PATH:-}
+export CUVMM_INFO=$build/tools/cuvmm-info
 results=$(mktemp -d)
 status=0
 

@@ -95,10 +95,13 @@ class Backend {
 
   /// A new descriptor for `chunk` (close-on-exec) that another process can import.
   virtual UniqueFd export_posix_fd(ChunkHandle chunk) = 0;
-  /// A new chunk handle for the memory behind `fd`; `fd` stays owned by the caller.
-  virtual ChunkHandle import_posix_fd(int fd) = 0;
+  /// A new chunk handle for the memory behind `fd`, which the exporter says is `size` bytes (the
+  /// driver cannot tell an importer the size, and maps only whole chunks). A size that does not
+  /// match the chunk is refused with cuvmm::Error. `fd` stays owned by the caller.
+  virtual ChunkHandle import_posix_fd(int fd, std::size_t size) = 0;
   virtual FabricHandle export_fabric(ChunkHandle chunk) = 0;
-  virtual ChunkHandle import_fabric(const FabricHandle& handle) = 0;
+  /// As import_posix_fd, for a fabric handle.
+  virtual ChunkHandle import_fabric(const FabricHandle& handle, std::size_t size) = 0;
 
   virtual LiveCounts live_counts() const noexcept = 0;
 };

@@ -37,9 +37,9 @@ class CudaBackend final : public Backend {
   void unmap(Address address, std::size_t size) noexcept override;
   void set_access(Address address, std::size_t size, std::span<const AccessGrant> grants) override;
   UniqueFd export_posix_fd(ChunkHandle chunk) override;
-  ChunkHandle import_posix_fd(int fd) override;
+  ChunkHandle import_posix_fd(int fd, std::size_t size) override;
   FabricHandle export_fabric(ChunkHandle chunk) override;
-  ChunkHandle import_fabric(const FabricHandle& handle) override;
+  ChunkHandle import_fabric(const FabricHandle& handle, std::size_t size) override;
   LiveCounts live_counts() const noexcept override;
 
  private:

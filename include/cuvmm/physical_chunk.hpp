@@ -16,10 +16,11 @@ class PhysicalChunk {
   PhysicalChunk() noexcept = default;
   /// Creates `size` bytes (a positive multiple of the granularity for `props`).
   PhysicalChunk(Backend& backend, std::size_t size, const ChunkProperties& props = {});
-  /// Imports the memory behind a POSIX fd exported by this or another process; `fd` is not consumed.
-  [[nodiscard]] static PhysicalChunk import_posix_fd(Backend& backend, int fd);
-  /// Imports the memory behind a fabric handle.
-  [[nodiscard]] static PhysicalChunk import_fabric(Backend& backend, const FabricHandle& handle);
+  /// Imports the memory behind a POSIX fd exported by this or another process, whose size the
+  /// exporter announced (a wrong size is refused); `fd` is not consumed.
+  [[nodiscard]] static PhysicalChunk import_posix_fd(Backend& backend, int fd, std::size_t size);
+  /// Imports the memory behind a fabric handle of `size` bytes.
+  [[nodiscard]] static PhysicalChunk import_fabric(Backend& backend, const FabricHandle& handle, std::size_t size);
 
   PhysicalChunk(const PhysicalChunk&) = delete;
   PhysicalChunk& operator=(const PhysicalChunk&) = delete;

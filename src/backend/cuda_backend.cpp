@@ -11,9 +11,9 @@
 // cuMulticastCreate.
 //
 // Imported chunks: the driver reports no size for an imported handle, yet cuMemMap insists on the
-// whole handle. cuMemMap refuses a size smaller than the handle with CUDA_ERROR_NOT_SUPPORTED and a
-// larger one with another error, so the size is found by a binary search of trial maps into a
-// scratch reservation as large as the chunk's device memory (about 17 calls for 141 GB at 2 MiB).
+// whole handle, so the importer is told the size by its exporter (cuvmm's IPC messages carry it).
+// Before a size is trusted, one trial map of exactly that size into a scratch reservation checks it:
+// cuMemMap refuses any size but the handle's own.
 #include <cuvmm/cuda_backend.hpp>
 
 #include <fcntl.h>
@@ -134,14 +134,14 @@ struct ChunkRequest {
   bool compression = false;  // compression requested and supported, so asked of the driver
 };
 
-/// An address range reserved for a short while (the size probe of imported chunks).
+/// An address range reserved for a short while (the size check of imported chunks).
 class ScratchReservation {
  public:
   ScratchReservation(std::size_t size, std::size_t alignment, Source where) : size_(size) {
     CUdeviceptr base = 0;
     CUresult const result = driver::mem_address_reserve.no_throw(&base, size, alignment, 0, 0);
     if (result != CUDA_SUCCESS)
-      driver::mem_address_reserve.throw_error(result, "reserving " + bytes_text(size) + " to size an imported chunk",
+      driver::mem_address_reserve.throw_error(result, "reserving " + bytes_text(size) + " to check an imported chunk's size",
                                               where);
     base_ = base;
   }
@@ -155,7 +155,7 @@ class ScratchReservation {
   std::size_t size_ = 0;
 };
 
-/// A chunk handle owned until adopted (an import whose size is still being found).
+/// A chunk handle owned until adopted (an import whose size is still being checked).
 class PendingChunk {
  public:
   explicit PendingChunk(CUmemGenericAllocationHandle handle) noexcept : handle_(handle) {}
@@ -275,44 +275,38 @@ struct CudaBackend::State {
     return found->second.size;
   }
 
-  /// The size of an imported handle, found by trial maps (see the note at the top of this file).
-  std::size_t imported_size(CUmemGenericAllocationHandle handle, Source where) const {
+  /// Checks that an imported handle is `size` bytes, as its exporter announced (see the note at the
+  /// top of this file): one trial map of exactly that size into a scratch reservation.
+  void verify_imported_size(CUmemGenericAllocationHandle handle, std::size_t size, std::string_view call,
+                            Source where) const {
     {
       // The driver may hand back a handle value this backend already holds: its size is known.
       std::lock_guard lock(mutex);
-      if (auto const known = chunks.find(handle); known != chunks.end()) return known->second.size;
+      if (auto const known = chunks.find(handle); known != chunks.end()) {
+        if (known->second.size != size) throw_wrong_import_size(call, known->second.size, size, where);
+        return;
+      }
     }
     CUmemAllocationProp prop{};
     driver::mem_get_allocation_properties_from_handle(&prop, handle, where);
     std::size_t const granularity = query_granularity(prop, GranularityKind::minimum, where);
-    CUdevice const owner = device_handle(prop.location.id, "import", where);
-    std::size_t device_memory = 0;
-    driver::device_total_mem(&device_memory, owner, where);
-    std::size_t const most_units = round_up(device_memory, granularity) / granularity;
-    ScratchReservation const scratch(most_units * granularity, granularity, where);
-    std::size_t low = 1;
-    std::size_t high = most_units;
-    while (low <= high) {
-      std::size_t const units = low + (high - low) / 2;
-      CUresult const result = driver::mem_map.no_throw(scratch.base(), units * granularity, 0, handle, 0);
-      if (result == CUDA_SUCCESS) {
-        (void)driver::mem_unmap.no_throw(scratch.base(), units * granularity);
-        return units * granularity;
-      }
-      if (result == CUDA_ERROR_NOT_SUPPORTED) {
-        low = units + 1;  // smaller than the handle
-      } else {
-        high = units - 1;  // larger than the handle
-      }
+    if (size == 0 || size % granularity != 0) {
+      throw_invalid_argument(call, "announced size " + bytes_text(size) +
+                                       " is not a positive multiple of the chunk's granularity " +
+                                       bytes_text(granularity), where);
     }
-    ErrorDetails details;
-    details.call = "cuMemMap";
-    details.domain = ErrorDomain::cuvmm;
-    details.code_name = "size not found";
-    details.context = "no trial map of an imported chunk succeeded between " + bytes_text(granularity) + " and " +
-                      bytes_text(most_units * granularity) + ", so its size is unknown";
-    details.where = where;
-    throw Error(std::move(details));
+    ScratchReservation const scratch(size, granularity, where);
+    CUresult const result = driver::mem_map.no_throw(scratch.base(), size, 0, handle, 0);
+    if (result != CUDA_SUCCESS) throw_wrong_import_size(call, 0, size, where);
+    (void)driver::mem_unmap.no_throw(scratch.base(), size);
+  }
+
+  [[noreturn]] static void throw_wrong_import_size(std::string_view call, std::size_t actual, std::size_t announced,
+                                                   Source where) {
+    throw_invalid_argument(call, "the imported chunk is " +
+                                     (actual == 0 ? std::string("not") : bytes_text(actual) + ", not") + " the " +
+                                     bytes_text(announced) + " its exporter announced (cuMemMap maps whole chunks only)",
+                           where);
   }
 };
 
@@ -546,7 +540,7 @@ UniqueFd CudaBackend::export_posix_fd(ChunkHandle chunk) {
   return fd;
 }
 
-ChunkHandle CudaBackend::import_posix_fd(int fd) {
+ChunkHandle CudaBackend::import_posix_fd(int fd, std::size_t size) {
   Source const where = Source::current();
   State& s = *state_;
   if (fd < 0)
@@ -561,7 +555,7 @@ ChunkHandle CudaBackend::import_posix_fd(int fd) {
     driver::mem_import_from_shareable_handle.throw_error(result, "importing a chunk from fd " + std::to_string(fd),
                                                          where);
   PendingChunk pending(handle);
-  std::size_t const size = s.imported_size(pending.get(), where);
+  s.verify_imported_size(pending.get(), size, "import_posix_fd", where);
   s.record_chunk(pending.adopt(), size);
   return ChunkHandle{handle};
 }
@@ -586,7 +580,7 @@ FabricHandle CudaBackend::export_fabric(ChunkHandle chunk) {
   return handle;
 }
 
-ChunkHandle CudaBackend::import_fabric(const FabricHandle& fabric) {
+ChunkHandle CudaBackend::import_fabric(const FabricHandle& fabric, std::size_t size) {
   Source const where = Source::current();
   State& s = *state_;
   s.make_current(where);
@@ -602,7 +596,7 @@ ChunkHandle CudaBackend::import_fabric(const FabricHandle& fabric) {
     driver::mem_import_from_shareable_handle.throw_error(result, std::move(context), where);
   }
   PendingChunk pending(handle);
-  std::size_t const size = s.imported_size(pending.get(), where);
+  s.verify_imported_size(pending.get(), size, "import_fabric", where);
   s.record_chunk(pending.adopt(), size);
   return ChunkHandle{handle};
 }

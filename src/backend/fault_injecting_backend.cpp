@@ -147,9 +147,9 @@ UniqueFd FaultInjectingBackend::export_posix_fd(ChunkHandle chunk) {
   return inner_->export_posix_fd(chunk);
 }
 
-ChunkHandle FaultInjectingBackend::import_posix_fd(int fd) {
+ChunkHandle FaultInjectingBackend::import_posix_fd(int fd, std::size_t size) {
   on_call(BackendOp::import_posix_fd);
-  return inner_->import_posix_fd(fd);
+  return inner_->import_posix_fd(fd, size);
 }
 
 FabricHandle FaultInjectingBackend::export_fabric(ChunkHandle chunk) {
@@ -157,9 +157,9 @@ FabricHandle FaultInjectingBackend::export_fabric(ChunkHandle chunk) {
   return inner_->export_fabric(chunk);
 }
 
-ChunkHandle FaultInjectingBackend::import_fabric(const FabricHandle& handle) {
+ChunkHandle FaultInjectingBackend::import_fabric(const FabricHandle& handle, std::size_t size) {
   on_call(BackendOp::import_fabric);
-  return inner_->import_fabric(handle);
+  return inner_->import_fabric(handle, size);
 }
 
 }  // namespace cuvmm

@@ -454,7 +454,7 @@ UniqueFd HostBackend::export_posix_fd(ChunkHandle handle) {
   return UniqueFd(fd);
 }
 
-ChunkHandle HostBackend::import_posix_fd(int fd) {
+ChunkHandle HostBackend::import_posix_fd(int fd, std::size_t expected_size) {
   State& s = *state_;
   constexpr std::string_view call = "HostBackend::import_posix_fd";
   if (fd < 0) throw_invalid_argument(call, "fd " + std::to_string(fd) + " is not a descriptor");
@@ -464,6 +464,10 @@ ChunkHandle HostBackend::import_posix_fd(int fd) {
   if (!S_ISREG(status.st_mode)) throw_invalid_argument(call, what + ": not a memfd or regular file");
   std::size_t const size = static_cast<std::size_t>(status.st_size);
   s.check_granular(call, what + ": file size", size);
+  if (size != expected_size) {
+    throw_invalid_argument(call, what + ": the chunk is " + std::to_string(size) + " bytes, not the " +
+                                     std::to_string(expected_size) + " announced");
+  }
   int const flags = ::fcntl(fd, F_GETFL);
   if (flags < 0) throw_errno("fcntl(F_GETFL)", errno, what);
   if ((flags & O_ACCMODE) != O_RDWR) throw_invalid_argument(call, what + ": not open for reading and writing");
@@ -493,7 +497,7 @@ namespace {
 
 FabricHandle HostBackend::export_fabric(ChunkHandle) { throw_fabric_unsupported("HostBackend::export_fabric"); }
 
-ChunkHandle HostBackend::import_fabric(const FabricHandle&) {
+ChunkHandle HostBackend::import_fabric(const FabricHandle&, std::size_t) {
   throw_fabric_unsupported("HostBackend::import_fabric");
 }
 

@@ -39,12 +39,12 @@ ChunkHandle create_checked(Backend& backend, std::size_t size, const ChunkProper
 PhysicalChunk::PhysicalChunk(Backend& backend, std::size_t size, const ChunkProperties& props)
     : PhysicalChunk(backend, create_checked(backend, size, props), props.compression, false) {}
 
-PhysicalChunk PhysicalChunk::import_posix_fd(Backend& backend, int fd) {
-  return PhysicalChunk(backend, backend.import_posix_fd(fd), false, true);
+PhysicalChunk PhysicalChunk::import_posix_fd(Backend& backend, int fd, std::size_t size) {
+  return PhysicalChunk(backend, backend.import_posix_fd(fd, size), false, true);
 }
 
-PhysicalChunk PhysicalChunk::import_fabric(Backend& backend, const FabricHandle& handle) {
-  return PhysicalChunk(backend, backend.import_fabric(handle), false, true);
+PhysicalChunk PhysicalChunk::import_fabric(Backend& backend, const FabricHandle& handle, std::size_t size) {
+  return PhysicalChunk(backend, backend.import_fabric(handle, size), false, true);
 }
 
 PhysicalChunk::PhysicalChunk(PhysicalChunk&& other) noexcept

@@ -126,7 +126,7 @@ TEST_CASE("a read-only mapping reads what a kernel wrote through a read-write al
   leaks.verify();
 }
 
-TEST_CASE("a kernel writing through a read-only mapping faults (in a child process)", "[gpu][access]") {
+TEST_CASE("a kernel writing through a read-only mapping faults (in a child process)", "[gpu][access][faults]") {
   cuvmm::test::require_gpu();
   ChildRun const run = run_child();
   INFO("child output:\n" << run.output);

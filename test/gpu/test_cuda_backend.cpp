@@ -146,7 +146,11 @@ TEST_CASE("a chunk exported as a POSIX fd and imported again maps the same memor
     exported_descriptor = fd.get();
     CHECK((::fcntl(fd.get(), F_GETFD) & FD_CLOEXEC) != 0);
 
-    cuvmm::PhysicalChunk const imported = cuvmm::PhysicalChunk::import_posix_fd(cuda, fd.get());
+    // The size is the exporter's word, checked: any other size is refused and nothing is kept.
+    CHECK_THROWS_AS(cuvmm::PhysicalChunk::import_posix_fd(cuda, fd.get(), 2 * original.size()), cuvmm::Error);
+    CHECK_THROWS_AS(cuvmm::PhysicalChunk::import_posix_fd(cuda, fd.get(), original.size() / 2), cuvmm::Error);
+    CHECK(cuda.live_counts().chunks == 1);
+    cuvmm::PhysicalChunk const imported = cuvmm::PhysicalChunk::import_posix_fd(cuda, fd.get(), original.size());
     CHECK(::fcntl(fd.get(), F_GETFD) != -1);  // the import did not consume the caller's descriptor
     CHECK(imported.imported());
     CHECK(imported.size() == chunk_size);

@@ -74,17 +74,17 @@ class RecordingBackend final : public Backend {
     record(BackendOp::export_posix_fd);
     return inner_->export_posix_fd(chunk);
   }
-  ChunkHandle import_posix_fd(int fd) override {
+  ChunkHandle import_posix_fd(int fd, std::size_t size) override {
     record(BackendOp::import_posix_fd);
-    return inner_->import_posix_fd(fd);
+    return inner_->import_posix_fd(fd, size);
   }
   FabricHandle export_fabric(ChunkHandle chunk) override {
     record(BackendOp::export_fabric);
     return inner_->export_fabric(chunk);
   }
-  ChunkHandle import_fabric(const FabricHandle& handle) override {
+  ChunkHandle import_fabric(const FabricHandle& handle, std::size_t size) override {
     record(BackendOp::import_fabric);
-    return inner_->import_fabric(handle);
+    return inner_->import_fabric(handle, size);
   }
   LiveCounts live_counts() const noexcept override { return inner_->live_counts(); }
 

@@ -314,7 +314,7 @@ TEST_CASE("the injector forwards queries and errors of the inner backend unchang
   CHECK(injector.calls(BackendOp::create_chunk) == 2);
 
   cuvmm::UniqueFd const fd = injector.export_posix_fd(chunk);
-  cuvmm::ChunkHandle const imported = injector.import_posix_fd(fd.get());
+  cuvmm::ChunkHandle const imported = injector.import_posix_fd(fd.get(), injector.chunk_info(chunk).size);
   CHECK(injector.calls(BackendOp::import_posix_fd) == 1);
   injector.release_chunk(imported);
   injector.release_chunk(chunk);

@@ -175,7 +175,7 @@ TEST_CASE("a PhysicalChunk records what was asked for and what the backend grant
   CHECK_FALSE(created.imported());
 
   cuvmm::UniqueFd const exported = created.export_posix_fd();
-  PhysicalChunk const imported = PhysicalChunk::import_posix_fd(host, exported.get());
+  PhysicalChunk const imported = PhysicalChunk::import_posix_fd(host, exported.get(), created.size());
   CHECK(imported.imported());
   CHECK(imported.size() == 2 * G);
   CHECK(imported.shareable() == HandleType::posix_fd);

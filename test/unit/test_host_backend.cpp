@@ -221,7 +221,7 @@ TEST_CASE("importing an exported fd gives a chunk that maps the same memory", "[
   write_bytes(base, data);
 
   cuvmm::UniqueFd exported = backend.export_posix_fd(chunk);
-  ChunkHandle const imported = backend.import_posix_fd(exported.get());
+  ChunkHandle const imported = backend.import_posix_fd(exported.get(), 2 * G);
   CHECK(imported != chunk);
   CHECK(::fcntl(exported.get(), F_GETFD) != -1);  // the caller's fd is not consumed
   cuvmm::ChunkInfo const info = backend.chunk_info(imported);
@@ -462,7 +462,7 @@ TEST_CASE("fabric handles are unsupported on the host backend, with POSIX fds as
   CHECK_THAT(exported.remedy(), ContainsSubstring("POSIX fds"));
   CHECK(exported.call() == "HostBackend::export_fabric");
 
-  auto const imported = thrown_by<cuvmm::Unsupported>([&] { (void)backend.import_fabric(cuvmm::FabricHandle{}); });
+  auto const imported = thrown_by<cuvmm::Unsupported>([&] { (void)backend.import_fabric(cuvmm::FabricHandle{}, G); });
   CHECK(imported.capability() == "fabric handles on the host backend");
   CHECK(imported.call() == "HostBackend::import_fabric");
 
@@ -479,7 +479,12 @@ TEST_CASE("import_posix_fd accepts only read-write files sized in whole granules
   std::size_t const fd_baseline = open_fd_count();
   HostBackend backend(options(G));
   auto const import_error = [&](int fd) {
-    auto const error = thrown_by<cuvmm::Error>([&] { (void)backend.import_posix_fd(fd); });
+    auto const error = thrown_by<cuvmm::Error>([&] { (void)backend.import_posix_fd(fd, 2 * G); });
+    CHECK(error.call() == "HostBackend::import_posix_fd");
+    return error.context();
+  };
+  auto const import_error_sized = [&](int fd, std::size_t size) {
+    auto const error = thrown_by<cuvmm::Error>([&] { (void)backend.import_posix_fd(fd, size); });
     CHECK(error.call() == "HostBackend::import_posix_fd");
     return error.context();
   };
@@ -509,8 +514,11 @@ TEST_CASE("import_posix_fd accepts only read-write files sized in whole granules
   CHECK(backend.live_counts() == LiveCounts{});
   CHECK(open_fd_count() == fd_baseline + 6);  // only the descriptors this test opened itself
 
+  // The size must be the one announced.
+  CHECK_THAT(import_error_sized(sized.get(), G), ContainsSubstring("not the 65536 announced"));
+
   // A plain memfd of whole granules is accepted, and importing it takes no ownership of it.
-  ChunkHandle const chunk = backend.import_posix_fd(sized.get());
+  ChunkHandle const chunk = backend.import_posix_fd(sized.get(), 2 * G);
   CHECK(backend.chunk_info(chunk).size == 2 * G);
   CHECK(open_fd_count() == fd_baseline + 7);
   backend.release_chunk(chunk);
@@ -541,7 +549,7 @@ TEST_CASE("past the physical limit create_chunk throws OutOfMemory and leaks not
 
   // Importing allocates nothing, so the limit does not refuse it; the held bytes still count.
   cuvmm::UniqueFd const exported = backend.export_posix_fd(first);
-  ChunkHandle const imported = backend.import_posix_fd(exported.get());
+  ChunkHandle const imported = backend.import_posix_fd(exported.get(), 2 * G);
   CHECK(backend.live_counts().bytes_physical == 5 * G);
   CHECK(backend.memory_info(0).free == 0);
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -106,8 +107,11 @@ TEST_CASE("cuvmm-info exits 0 and reports the driver and devices it found, as a 
 #ifndef CUVMM_INFO_PATH
   SKIP("cuvmm-info is not built (tools=false)");
 #else
-  Run const table = run_program({CUVMM_INFO_PATH});
-  Run const json = run_program({CUVMM_INFO_PATH, "--json"});
+  // The build tree's tool, unless CUVMM_INFO names another copy (e.g. a build carried to a GPU machine).
+  char const* const from_environment = std::getenv("CUVMM_INFO");
+  std::string const tool = from_environment != nullptr ? from_environment : CUVMM_INFO_PATH;
+  Run const table = run_program({tool});
+  Run const json = run_program({tool, "--json"});
   INFO("table:\n" << table.output << "\njson:\n" << json.output);
   CHECK(table.exit_status == 0);
   CHECK(json.exit_status == 0);
@@ -123,10 +127,10 @@ TEST_CASE("cuvmm-info exits 0 and reports the driver and devices it found, as a 
                                               no_driver_text));
     CHECK_THAT(json.output, ContainsSubstring("\"devices\": []"));
   }
-  Run const help = run_program({CUVMM_INFO_PATH, "--help"});
+  Run const help = run_program({tool, "--help"});
   CHECK(help.exit_status == 0);
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-info"));
-  Run const bad = run_program({CUVMM_INFO_PATH, "--no-such-flag"});
+  Run const bad = run_program({tool, "--no-such-flag"});
   CHECK(bad.exit_status == 2);
   CHECK_THAT(bad.output, StartsWith("cuvmm-info: unknown argument '--no-such-flag'"));
 #endif
