@@ -147,7 +147,7 @@ void BM_GrowthSteps(benchmark::State& state) {
     std::size_t size = 0;
     for (std::size_t wanted = 64 << 20; wanted <= target; wanted += 64 << 20) {
       if (wanted <= size) continue;
-      std::size_t const chunk_bytes = cuvmm::growth_chunk_bytes(wanted, g, cuvmm::default_max_chunk_bytes);
+      std::size_t const chunk_bytes = cuvmm::next_chunk_bytes(size, wanted, g, cuvmm::default_max_chunk_bytes);
       cuvmm::ChunkHandle chunk{};
       double const c = seconds([&] { chunk = backend.create_chunk(chunk_bytes, {}); });
       double const m = seconds([&] { backend.map(range + size, chunk_bytes, chunk); });

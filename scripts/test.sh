@@ -51,7 +51,7 @@ step "compile build" meson compile -C build
 step "test build (unit, gpu)" run_suites build unit gpu
 
 # 2. Sanitizers on the unit suite (host code only; the gpu suite needs the real device).
-step "configure build-asan" configure build-asan -Dtests=enabled -Dgpu_tests=disabled -Dtools=false \
+step "configure build-asan" configure build-asan -Dtests=enabled -Dgpu_tests=disabled \
   -Db_sanitize=address,undefined -Db_lundef=false
 step "compile build-asan" meson compile -C build-asan
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -26,6 +26,8 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -181,6 +183,16 @@ struct CudaBackend::State {
   struct Chunk {
     std::size_t size = 0;        // bytes of the handle (what cuMemMap must be given)
     std::size_t references = 0;  // times the driver handed out this handle value and it was not released
+    std::optional<ChunkInfo> info;  // known without asking the driver (created here, uncompressed)
+  };
+
+  /// What a device can do, read once: attributes do not change while the process runs.
+  struct DeviceFacts {
+    CUdevice handle = 0;
+    bool vmm = false;
+    bool posix_fd = false;
+    bool fabric = false;
+    bool compression = false;
   };
 
   int device = 0;                   // ordinal of the device whose primary context is held
@@ -194,6 +206,12 @@ struct CudaBackend::State {
   std::map<Address, std::size_t> mappings;                  // mapped spans: address → size
   std::unordered_map<CUmemGenericAllocationHandle, Chunk> chunks;  // live chunk handles
 
+  // Caches of immutable driver answers, so a growth step costs its create/map/access calls only.
+  mutable std::mutex cache_mutex;                                    // guards the two caches
+  mutable std::vector<std::optional<DeviceFacts>> device_facts;      // by ordinal
+  mutable std::map<std::tuple<int, unsigned, bool, bool>, std::size_t> granularities;  // (device, handle
+                                                                     // types, compression, recommended)
+
   /// Makes the primary context current if the calling thread has no context.
   void make_current(Source where) const {
     CUcontext current = nullptr;
@@ -206,29 +224,44 @@ struct CudaBackend::State {
       (void)driver::ctx_set_current.no_throw(context.get());
   }
 
-  CUdevice device_handle(int ordinal, std::string_view call, Source where) const {
+  /// The device's handle and capabilities, read from the driver on first use.
+  DeviceFacts facts(int ordinal, std::string_view call, Source where) const {
     if (ordinal < 0 || ordinal >= device_count)
       throw_invalid_argument(call, "device " + std::to_string(ordinal) + " does not exist (the driver reports " +
                                        std::to_string(device_count) + " device(s))",
                              where);
-    CUdevice handle = 0;
-    driver::device_get(&handle, ordinal, where);
-    return handle;
+    auto const index = static_cast<std::size_t>(ordinal);
+    {
+      std::lock_guard lock(cache_mutex);
+      if (device_facts.size() > index && device_facts[index]) return *device_facts[index];
+    }
+    DeviceFacts read;
+    driver::device_get(&read.handle, ordinal, where);
+    read.vmm = device_attribute(read.handle, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, where);
+    read.posix_fd = device_attribute(read.handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, where);
+    read.fabric = device_attribute(read.handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, where);
+    read.compression = device_attribute(read.handle, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, where);
+    std::lock_guard lock(cache_mutex);
+    if (device_facts.size() <= index) device_facts.resize(index + 1);
+    device_facts[index] = read;
+    return read;
+  }
+
+  CUdevice device_handle(int ordinal, std::string_view call, Source where) const {
+    return facts(ordinal, call, where).handle;
   }
 
   /// Checks `props` against its device's capabilities and builds the driver's allocation properties.
   ChunkRequest request(const ChunkProperties& props, std::string_view call, Source where) const {
-    CUdevice const handle = device_handle(props.device, call, where);
+    DeviceFacts const device = facts(props.device, call, where);
     std::string const on_device = " on device " + std::to_string(props.device);
-    if (!device_attribute(handle, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, where))
+    if (!device.vmm)
       throw_unsupported("virtual memory management" + on_device, "use a device that supports CUDA VMM", call, {},
                         where);
-    if (contains(props.shareable, HandleType::posix_fd) &&
-        !device_attribute(handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, where))
+    if (contains(props.shareable, HandleType::posix_fd) && !device.posix_fd)
       throw_unsupported("POSIX file descriptor handles" + on_device, "create the chunk without HandleType::posix_fd",
                         call, {}, where);
-    if (contains(props.shareable, HandleType::fabric) &&
-        !device_attribute(handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, where))
+    if (contains(props.shareable, HandleType::fabric) && !device.fabric)
       throw_unsupported("fabric handles" + on_device,
                         "fabric handles need a device and driver with NVLink fabric (IMEX) support", call, {}, where);
     ChunkRequest request;
@@ -236,13 +269,28 @@ struct CudaBackend::State {
     request.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     request.prop.location.id = props.device;
     request.prop.requestedHandleTypes = driver_handle_types(props.shareable);
-    request.compression =
-        props.compression && device_attribute(handle, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, where);
+    request.compression = props.compression && device.compression;
     if (request.compression) request.prop.allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_GENERIC;
     return request;
   }
 
+  /// The driver's granularity for chunks like `prop`, asked once per kind of chunk.
   std::size_t query_granularity(const CUmemAllocationProp& prop, GranularityKind kind, Source where) const {
+    auto const key = std::make_tuple(prop.location.id, static_cast<unsigned>(prop.requestedHandleTypes),
+                                     prop.allocFlags.compressionType == CU_MEM_ALLOCATION_COMP_GENERIC,
+                                     kind == GranularityKind::recommended);
+    {
+      std::lock_guard lock(cache_mutex);
+      if (auto const known = granularities.find(key); known != granularities.end()) return known->second;
+    }
+    std::size_t const granularity = query_granularity_from_driver(prop, kind, where);
+    std::lock_guard lock(cache_mutex);
+    granularities.emplace(key, granularity);
+    return granularity;
+  }
+
+  std::size_t query_granularity_from_driver(const CUmemAllocationProp& prop, GranularityKind kind,
+                                            Source where) const {
     std::size_t granularity = 0;
     CUmemAllocationGranularity_flags const option = kind == GranularityKind::recommended
                                                         ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
@@ -256,11 +304,12 @@ struct CudaBackend::State {
         result, "querying the granularity of chunks on device " + std::to_string(prop.location.id), where);
   }
 
-  /// Adds a chunk handle the driver just handed out.
-  void record_chunk(CUmemGenericAllocationHandle handle, std::size_t size) {
+  /// Adds a chunk handle the driver just handed out (with what it is, when that is known).
+  void record_chunk(CUmemGenericAllocationHandle handle, std::size_t size, std::optional<ChunkInfo> info = {}) {
     std::lock_guard lock(mutex);
     Chunk& chunk = chunks[handle];
     chunk.size = size;
+    if (chunk.references == 0) chunk.info = info;
     ++chunk.references;
     ++live.chunks;
     live.bytes_physical += size;
@@ -400,7 +449,11 @@ ChunkHandle CudaBackend::create_chunk(std::size_t size, const ChunkProperties& p
       throw_imex_unsupported(driver::mem_create.name(), result, std::move(context), where);
     driver::mem_create.throw_error(result, std::move(context), where);
   }
-  s.record_chunk(handle, size);
+  // An uncompressed chunk made here is exactly what was asked for; only granted compression needs the
+  // driver's word (chunk_info reads it).
+  std::optional<ChunkInfo> known;
+  if (!request.compression) known = ChunkInfo{size, props.device, props.shareable, false};
+  s.record_chunk(handle, size, known);
   return ChunkHandle{handle};
 }
 
@@ -419,6 +472,11 @@ void CudaBackend::release_chunk(ChunkHandle chunk) noexcept {
 ChunkInfo CudaBackend::chunk_info(ChunkHandle chunk) const {
   Source const where = Source::current();
   State const& s = *state_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (auto const found = s.chunks.find(chunk.value); found != s.chunks.end() && found->second.info)
+      return *found->second.info;
+  }
   ChunkInfo info;
   info.size = s.chunk_size(chunk.value, "cuMemGetAllocationPropertiesFromHandle", where);
   s.make_current(where);

@@ -139,10 +139,10 @@ void GrowableStorage::reserve(std::size_t bytes) {
   if (range_.empty()) throw_invalid_argument("GrowableStorage::reserve", "the storage was moved from");
   if (bytes > range_.size()) throw CapacityExceeded(bytes, range_.size());
 
-  std::size_t const chunk_bytes = growth_chunk_bytes(bytes, granularity_, options_.max_chunk_bytes);
   std::vector<PhysicalChunk> new_chunks;  // declared before the mappings: released after them
   std::vector<Mapping> new_mappings;
-  std::size_t const estimate = (bytes - capacity_ + chunk_bytes - 1) / chunk_bytes + 1;
+  std::size_t const cap = chunk_cap_bytes(granularity_, options_.max_chunk_bytes);
+  std::size_t const estimate = (bytes - capacity_) / cap + 1;
   new_chunks.reserve(estimate);
   new_mappings.reserve(estimate);
 
@@ -150,7 +150,7 @@ void GrowableStorage::reserve(std::size_t bytes) {
   while (mapped < bytes) {
     std::size_t const room = range_.size() - mapped;
     std::size_t const needed = round_up(bytes - mapped, granularity_);
-    std::size_t const size = std::min(chunk_bytes, room);
+    std::size_t const size = std::min(next_chunk_bytes(mapped, bytes, granularity_, options_.max_chunk_bytes), room);
     PhysicalChunk chunk = create_chunk(chunks_.size() + new_chunks.size(), size, std::min(needed, size));
     new_mappings.emplace_back(range_, mapped, chunk);
     mapped += chunk.size();
