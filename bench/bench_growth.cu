@@ -6,8 +6,11 @@
 //   preallocated  the same fills into one buffer allocated up front: the physical limit
 // Timed window: the appends and their fills, ended by a stream synchronization. Teardown (freeing
 // the buffer) is timed on its own and reported as the teardown_ms counter. Peak memory is the
-// device memory in use (cudaMemGetInfo after every append) minus the baseline before the run,
-// measured in a separate, untimed pass so that sampling does not perturb the timing.
+// device memory in use (cudaMemGetInfo) minus the baseline before the run, sampled after every
+// append and also inside a copy-and-grow step, after the new buffer is allocated and before the old
+// one is freed (for thrust::device_vector, through its allocator), since a sample after the append
+// would miss that transient. It is measured in a separate, untimed pass so that sampling does not
+// perturb the timing.
 // BM_Reach grows each strategy in 64 MiB appends until the device refuses, and reports the size
 // reached as a fraction of the memory free at the start.
 #include <benchmark/benchmark.h>
@@ -59,6 +62,17 @@ std::size_t device_memory_in_use() {
   return total - free;
 }
 
+/// The most device memory in use seen by sample_peak() since reset_peak().
+std::size_t peak_in_use = 0;
+bool sampling = false;
+void reset_peak(bool enable) {
+  peak_in_use = 0;
+  sampling = enable;
+}
+void sample_peak() {
+  if (sampling) peak_in_use = std::max(peak_in_use, device_memory_in_use());
+}
+
 std::size_t device_memory_free() {
   std::size_t free = 0, total = 0;
   check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
@@ -89,6 +103,7 @@ struct CopyAndGrow {
         (void)cudaGetLastError();
         throw std::bad_alloc();
       }
+      sample_peak();  // old and new buffer both held: the transient a per-append sample misses
       if (size != 0) check(cudaMemcpyAsync(fresh, data, size, cudaMemcpyDeviceToDevice, stream), "copy");
       check(cudaFree(data), "cudaFree");  // synchronizes: the copy is done before the old buffer goes
       data = static_cast<std::uint8_t*>(fresh);
@@ -106,6 +121,21 @@ struct CopyAndGrow {
   std::size_t bytes_copied = 0;
 };
 
+/// thrust's device allocator, sampling memory in use after each allocation (resize holds the old
+/// and the new storage at once while it copies).
+struct SamplingAllocator : thrust::device_allocator<std::uint8_t> {
+  using Base = thrust::device_allocator<std::uint8_t>;
+  template <class U>
+  struct rebind {
+    using other = SamplingAllocator;
+  };
+  Base::pointer allocate(std::size_t n) {
+    Base::pointer p = Base::allocate(n);
+    sample_peak();
+    return p;
+  }
+};
+
 struct ThrustVector {
   explicit ThrustVector(cudaStream_t) {}
   std::uint8_t* append(std::size_t bytes) {
@@ -113,7 +143,7 @@ struct ThrustVector {
     vector.resize(old + bytes);
     return thrust::raw_pointer_cast(vector.data()) + old;
   }
-  thrust::device_vector<std::uint8_t> vector;
+  thrust::device_vector<std::uint8_t, SamplingAllocator> vector;
 };
 
 struct Preallocated {
@@ -166,14 +196,15 @@ void BM_Grow(benchmark::State& state) {
   double peak_ratio = 0;
   {
     std::size_t const baseline = device_memory_in_use();
-    std::size_t peak = 0;
+    reset_peak(true);
     auto strategy = make<Strategy>(s.stream, target);
     for (std::size_t size = 0; size < target; size += append_bytes) {
       fill(strategy->append(append_bytes), append_bytes, s.stream);
-      peak = std::max(peak, device_memory_in_use() - baseline);
+      sample_peak();
     }
     check(cudaStreamSynchronize(s.stream), "sync");
-    peak_ratio = static_cast<double>(peak) / static_cast<double>(target);
+    peak_ratio = static_cast<double>(peak_in_use - baseline) / static_cast<double>(target);
+    reset_peak(false);
   }
   settle();
 

@@ -50,6 +50,16 @@ step "configure build" configure build -Dtests=enabled
 step "compile build" meson compile -C build
 step "test build (unit, gpu)" run_suites build unit gpu
 
+# Nothing may link libcuda: the driver layer resolves it at run time (the CUDA stubs on this
+# machine's LIBRARY_PATH would let a stray -lcuda link silently).
+no_libcuda() {
+  local linked
+  linked=$(ldd build/src/libcuvmm.so build/tools/cuvmm-info build/test/gpu/gpu_* 2>/dev/null | grep -c 'libcuda\.so') || true
+  echo "binaries that need libcuda.so: $linked"
+  [ "$linked" -eq 0 ]
+}
+step "no libcuda dependency" no_libcuda
+
 # 2. Sanitizers on the unit suite (host code only; the gpu suite needs the real device).
 step "configure build-asan" configure build-asan -Dtests=enabled -Dgpu_tests=disabled \
   -Db_sanitize=address,undefined -Db_lundef=false

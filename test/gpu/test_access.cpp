@@ -3,10 +3,6 @@
 // process: this test program started again (posix_spawn of /proc/self/exe) to run one hidden test
 // case, which prints the error its kernel got. The child initialises CUDA itself; nothing of the
 // parent's context crosses the exec.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -23,11 +19,10 @@
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
 
+#include "child_process.hpp"
 #include "gpu.hpp"
 #include "gpu_support.hpp"
 #include "kernels.hpp"
-
-extern char** environ;
 
 using cuvmm::Access;
 using cuvmm::AccessGrant;
@@ -41,54 +36,10 @@ constexpr std::string_view child_variable = "CUVMM_TEST_CHILD";
 constexpr std::string_view child_role = "read_only_write";
 constexpr std::string_view result_marker = "cuvmm-child-result ";
 
-struct ChildRun {
-  int exit_status = -1;  // -1 unless the child exited normally
-  std::string output;    // its stdout and stderr
-};
-
 /// Runs this program again with only the hidden child test case selected, collecting its output.
-ChildRun run_child() {
-  std::vector<char> self(4096);
-  ssize_t const length = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
-  REQUIRE(length > 0);
-  self[static_cast<std::size_t>(length)] = '\0';
-
-  int pipe_fds[2] = {-1, -1};
-  REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
-  posix_spawn_file_actions_t actions;
-  REQUIRE(posix_spawn_file_actions_init(&actions) == 0);
-  REQUIRE(posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO) == 0);
-  REQUIRE(posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO) == 0);
-
-  std::string name(child_test_name);
-  std::string reporter_flag = "--reporter";
-  std::string reporter = "compact";
-  std::vector<char*> argv = {self.data(), name.data(), reporter_flag.data(), reporter.data(), nullptr};
-  std::string child_setting = std::string(child_variable) + "=" + std::string(child_role);
-  std::vector<char*> envp;
-  for (char** variable = environ; *variable != nullptr; ++variable) envp.push_back(*variable);
-  envp.push_back(child_setting.data());
-  envp.push_back(nullptr);
-
-  pid_t child = -1;
-  int const spawned = ::posix_spawn(&child, self.data(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[1]);
-  REQUIRE(spawned == 0);
-
-  ChildRun run;
-  char buffer[4096];
-  for (;;) {
-    ssize_t const got = ::read(pipe_fds[0], buffer, sizeof buffer);
-    if (got > 0) run.output.append(buffer, static_cast<std::size_t>(got));
-    else if (got == 0 || errno != EINTR) break;
-  }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) run.exit_status = WEXITSTATUS(status);
-  return run;
+cuvmm::test::ProgramRun run_child() {
+  return cuvmm::test::run_program({cuvmm::test::own_executable(), std::string(child_test_name), "--reporter", "compact"},
+                                  {std::string(child_variable) + "=" + std::string(child_role)});
 }
 
 }  // namespace
@@ -128,7 +79,7 @@ TEST_CASE("a read-only mapping reads what a kernel wrote through a read-write al
 
 TEST_CASE("a kernel writing through a read-only mapping faults (in a child process)", "[gpu][access][faults]") {
   cuvmm::test::require_gpu();
-  ChildRun const run = run_child();
+  cuvmm::test::ProgramRun const run = run_child();
   INFO("child output:\n" << run.output);
   REQUIRE(run.exit_status == 0);  // the child's own checks passed
   std::size_t const marker = run.output.find(result_marker);

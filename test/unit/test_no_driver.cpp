@@ -2,9 +2,6 @@
 // it is on: without a driver, driver_status() says "no CUDA driver found", device_count() is 0,
 // constructing a CudaBackend throws that message and cuvmm-info still exits 0 saying so; with a
 // driver, the opposite, exactly.
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -18,7 +15,7 @@
 #include <cuvmm/device_caps.hpp>
 #include <cuvmm/error.hpp>
 
-extern char** environ;
+#include "child_process.hpp"
 
 using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::StartsWith;
@@ -26,42 +23,6 @@ using Catch::Matchers::StartsWith;
 namespace {
 
 constexpr const char* no_driver_text = "no CUDA driver found";
-
-struct Run {
-  int exit_status = -1;  // -1 unless the program exited normally
-  std::string output;    // its stdout and stderr
-};
-
-Run run_program(std::vector<std::string> args) {
-  int pipe_fds[2] = {-1, -1};
-  REQUIRE(::pipe(pipe_fds) == 0);
-  posix_spawn_file_actions_t actions;
-  REQUIRE(posix_spawn_file_actions_init(&actions) == 0);
-  REQUIRE(posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO) == 0);
-  REQUIRE(posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO) == 0);
-  REQUIRE(posix_spawn_file_actions_addclose(&actions, pipe_fds[0]) == 0);
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  pid_t child = -1;
-  int const spawned = ::posix_spawn(&child, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[1]);
-  REQUIRE(spawned == 0);
-  Run run;
-  char buffer[4096];
-  for (;;) {
-    ssize_t const got = ::read(pipe_fds[0], buffer, sizeof buffer);
-    if (got > 0) run.output.append(buffer, static_cast<std::size_t>(got));
-    else if (got == 0 || errno != EINTR) break;
-  }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) run.exit_status = WEXITSTATUS(status);
-  return run;
-}
 
 }  // namespace
 
@@ -110,8 +71,8 @@ TEST_CASE("cuvmm-info exits 0 and reports the driver and devices it found, as a 
   // The build tree's tool, unless CUVMM_INFO names another copy (e.g. a build carried to a GPU machine).
   char const* const from_environment = std::getenv("CUVMM_INFO");
   std::string const tool = from_environment != nullptr ? from_environment : CUVMM_INFO_PATH;
-  Run const table = run_program({tool});
-  Run const json = run_program({tool, "--json"});
+  cuvmm::test::ProgramRun const table = cuvmm::test::run_program({tool});
+  cuvmm::test::ProgramRun const json = cuvmm::test::run_program({tool, "--json"});
   INFO("table:\n" << table.output << "\njson:\n" << json.output);
   CHECK(table.exit_status == 0);
   CHECK(json.exit_status == 0);
@@ -127,10 +88,10 @@ TEST_CASE("cuvmm-info exits 0 and reports the driver and devices it found, as a 
                                               no_driver_text));
     CHECK_THAT(json.output, ContainsSubstring("\"devices\": []"));
   }
-  Run const help = run_program({tool, "--help"});
+  cuvmm::test::ProgramRun const help = cuvmm::test::run_program({tool, "--help"});
   CHECK(help.exit_status == 0);
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-info"));
-  Run const bad = run_program({tool, "--no-such-flag"});
+  cuvmm::test::ProgramRun const bad = cuvmm::test::run_program({tool, "--no-such-flag"});
   CHECK(bad.exit_status == 2);
   CHECK_THAT(bad.output, StartsWith("cuvmm-info: unknown argument '--no-such-flag'"));
 #endif

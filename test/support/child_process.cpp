@@ -1,0 +1,89 @@
+#include "child_process.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace cuvmm::test {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, int error_number) {
+  throw std::runtime_error(what + ": " + std::strerror(error_number));
+}
+
+/// posix_spawn file actions, destroyed on every path.
+class SpawnActions {
+ public:
+  SpawnActions() {
+    if (int const e = ::posix_spawn_file_actions_init(&actions_); e != 0) fail("posix_spawn_file_actions_init", e);
+  }
+  SpawnActions(const SpawnActions&) = delete;
+  SpawnActions& operator=(const SpawnActions&) = delete;
+  ~SpawnActions() { ::posix_spawn_file_actions_destroy(&actions_); }
+  posix_spawn_file_actions_t* get() noexcept { return &actions_; }
+
+ private:
+  posix_spawn_file_actions_t actions_;
+};
+
+}  // namespace
+
+ProgramRun run_program(const std::vector<std::string>& argv, const std::vector<std::string>& extra_environment) {
+  if (argv.empty()) throw std::invalid_argument("run_program: no program given");
+  int pipe_fds[2] = {-1, -1};
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) fail("pipe2", errno);
+  pid_t child = -1;
+  int spawned = 0;
+  {
+    SpawnActions actions;
+    ::posix_spawn_file_actions_adddup2(actions.get(), pipe_fds[1], STDOUT_FILENO);
+    ::posix_spawn_file_actions_adddup2(actions.get(), pipe_fds[1], STDERR_FILENO);
+    std::vector<std::string> arguments = argv;
+    std::vector<char*> c_argv;
+    for (std::string& arg : arguments) c_argv.push_back(arg.data());
+    c_argv.push_back(nullptr);
+    std::vector<std::string> settings = extra_environment;
+    std::vector<char*> c_env;
+    for (char** variable = environ; *variable != nullptr; ++variable) c_env.push_back(*variable);
+    for (std::string& setting : settings) c_env.push_back(setting.data());
+    c_env.push_back(nullptr);
+    spawned = ::posix_spawn(&child, c_argv[0], actions.get(), nullptr, c_argv.data(), c_env.data());
+  }
+  ::close(pipe_fds[1]);
+  if (spawned != 0) {
+    ::close(pipe_fds[0]);
+    fail("posix_spawn " + argv[0], spawned);
+  }
+  ProgramRun run;
+  char buffer[4096];
+  for (;;) {
+    ssize_t const got = ::read(pipe_fds[0], buffer, sizeof buffer);
+    if (got > 0) {
+      run.output.append(buffer, static_cast<std::size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) run.exit_status = WEXITSTATUS(status);
+  return run;
+}
+
+std::string own_executable() {
+  char path[4096] = {};
+  ssize_t const length = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (length <= 0) fail("readlink /proc/self/exe", errno);
+  return std::string(path, static_cast<std::size_t>(length));
+}
+
+}  // namespace cuvmm::test
