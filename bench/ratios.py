@@ -32,6 +32,8 @@ def main() -> int:
             if copy:
                 line += f"  /copy_and_grow {t / copy['real_time']:.3f}"
             line += f"  peak/size {b['peak_over_size']:.3f}  teardown {b['teardown_ms']:.1f} ms"
+            if "growth_calls_ms" in b:
+                line += f"  in growth calls {b['growth_calls_ms']:.1f} ms"
             print(line)
     print("largest size reached in 64 MiB appends, as a fraction of the memory free at the start")
     for strategy, b in reach.items():

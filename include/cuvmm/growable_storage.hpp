@@ -58,6 +58,7 @@ struct GrowableStats {
   std::size_t access_calls = 0;        ///< set-access calls (each may cover many chunks)
   std::size_t growth_steps = 0;        ///< reserve() calls that mapped memory
   std::size_t oom_retries = 0;         ///< chunks retried at the exact size after OutOfMemory
+  std::uint64_t growth_nanoseconds = 0;  ///< host time spent in growth steps (driver calls), ever
 };
 
 class GrowableStorage {

@@ -7,6 +7,7 @@
 #include <cuvmm/growable_storage.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -138,6 +139,7 @@ void GrowableStorage::reserve(std::size_t bytes) {
   if (bytes <= capacity_) return;
   if (range_.empty()) throw_invalid_argument("GrowableStorage::reserve", "the storage was moved from");
   if (bytes > range_.size()) throw CapacityExceeded(bytes, range_.size());
+  auto const started = std::chrono::steady_clock::now();
 
   std::vector<PhysicalChunk> new_chunks;  // declared before the mappings: released after them
   std::vector<Mapping> new_mappings;
@@ -169,6 +171,8 @@ void GrowableStorage::reserve(std::size_t bytes) {
   for (Mapping& mapping : new_mappings) mappings_.push_back(std::move(mapping));
   capacity_ = mapped;
   counters_.peak_capacity_bytes = std::max(counters_.peak_capacity_bytes, capacity_);
+  counters_.growth_nanoseconds += static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
 }
 
 bool GrowableStorage::can_shrink_to(std::size_t bytes) const noexcept {

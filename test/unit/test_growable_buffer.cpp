@@ -113,6 +113,7 @@ TEST_CASE("a buffer grows by push_back without moving, with slack of at most one
   CHECK(stats.growth_steps == growth_steps_seen);
   CHECK(stats.chunks_created == buffer.storage().chunk_count());
   CHECK(stats.access_calls == stats.growth_steps);  // one access call per growth step
+  CHECK(stats.growth_nanoseconds > 0);
   CHECK(stats.chunk_count <= 64);                   // geometric chunks: 8 MiB of 64 KiB granules
   CHECK(backend.live_counts().chunks == stats.chunk_count);
   CHECK(backend.live_counts().bytes_mapped == buffer.storage().capacity());
@@ -437,3 +438,4 @@ TEST_CASE("a buffer needs a backend of its memory space", "[growable][host]") {
   CHECK_THROWS_AS(GrowableBuffer<int>(host, capped(granule)), Error);
   CHECK(host.live_counts() == LiveCounts{});
 }
+
