@@ -438,4 +438,3 @@ TEST_CASE("a buffer needs a backend of its memory space", "[growable][host]") {
   CHECK_THROWS_AS(GrowableBuffer<int>(host, capped(granule)), Error);
   CHECK(host.live_counts() == LiveCounts{});
 }
-
