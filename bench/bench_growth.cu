@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <new>
@@ -181,32 +182,38 @@ struct Stream {
   cudaStream_t stream = nullptr;
 };
 
-/// Memory freed by one iteration is still being cleaned up by the driver for a while after the
-/// free calls return (the next large allocations wait for it: measured, up to ~16 ms for one
-/// cuMemCreate). That cost belongs to the previous teardown, so every iteration starts settled.
+/// Between iterations in one process. The driver completes large frees lazily: on the H200 the
+/// first cuMemCreate after an iteration's 64 GiB were released took 13-26 ms, even after this
+/// pause (seen on 2026-11-29 by timing every cuMemCreate of bench_driver_calls' growth_steps), and
+/// a small allocation made to pay it early only spread the cost over later creates (7 ms each,
+/// every few GiB). So iterations after the first in a process carry part of the previous
+/// teardown; fresh-process runs (CUVMM_BENCH_ITERATIONS=1, as scripts/h200-run.sh does) do not.
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(500)); }
+
+/// Iterations of each growth benchmark: CUVMM_BENCH_ITERATIONS, else 5. With 1, and one benchmark
+/// per process (scripts/h200-run.sh does this), the timed growth is the first in its process, so it
+/// pays no lazy completion of earlier frees (see settle()).
+int iterations_from_environment() {
+  char const* value = std::getenv("CUVMM_BENCH_ITERATIONS");
+  int const n = value != nullptr ? std::atoi(value) : 0;
+  return n > 0 ? n : 5;
+}
+
+/// Context, driver entry points and the fill kernel ready before anything is timed.
+void warm_up(cudaStream_t stream) {
+  (void)cuvmm::cuda_backend(0);
+  void* p = nullptr;
+  check(cudaMalloc(&p, 2 * MiB), "cudaMalloc (warm-up)");
+  fill(p, 2 * MiB, stream);
+  check(cudaStreamSynchronize(stream), "sync");
+  check(cudaFree(p), "cudaFree (warm-up)");
+}
 
 template <class Strategy>
 void BM_Grow(benchmark::State& state) {
   std::size_t const target = static_cast<std::size_t>(state.range(0)) * GiB;
   Stream s;
-  check(cudaDeviceSynchronize(), "sync");
-
-  // Untimed pass: peak device memory in use while growing, sampled after every append.
-  double peak_ratio = 0;
-  {
-    std::size_t const baseline = device_memory_in_use();
-    reset_peak(true);
-    auto strategy = make<Strategy>(s.stream, target);
-    for (std::size_t size = 0; size < target; size += append_bytes) {
-      fill(strategy->append(append_bytes), append_bytes, s.stream);
-      sample_peak();
-    }
-    check(cudaStreamSynchronize(s.stream), "sync");
-    peak_ratio = static_cast<double>(peak_in_use - baseline) / static_cast<double>(target);
-    reset_peak(false);
-  }
-  settle();
+  warm_up(s.stream);
 
   double teardown_seconds = 0;
   double growth_seconds = 0;  // host time inside GrowableBuffer's growth steps (driver calls)
@@ -230,6 +237,22 @@ void BM_Grow(benchmark::State& state) {
     teardown_seconds += std::chrono::duration<double>(torn_down - grown).count();
     settle();
   }
+
+  // Untimed pass after the timed ones: peak device memory in use while growing.
+  double peak_ratio = 0;
+  {
+    std::size_t const baseline = device_memory_in_use();
+    reset_peak(true);
+    auto strategy = make<Strategy>(s.stream, target);
+    for (std::size_t size = 0; size < target; size += append_bytes) {
+      fill(strategy->append(append_bytes), append_bytes, s.stream);
+      sample_peak();
+    }
+    check(cudaStreamSynchronize(s.stream), "sync");
+    peak_ratio = static_cast<double>(peak_in_use - baseline) / static_cast<double>(target);
+    reset_peak(false);
+  }
+
   state.counters["size_GiB"] = static_cast<double>(target) / GiB;
   state.counters["peak_over_size"] = peak_ratio;
   state.counters["teardown_ms"] = 1e3 * teardown_seconds / static_cast<double>(state.iterations());
@@ -284,7 +307,7 @@ void BM_Reach(benchmark::State& state) {
 }  // namespace
 
 #define CUVMM_GROWTH_BENCHMARKS(Strategy, label)                                                        \
-  BENCHMARK(BM_Grow<Strategy>)->Name("grow/" label)->Arg(16)->Arg(64)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5); \
+  BENCHMARK(BM_Grow<Strategy>)->Name("grow/" label)->Arg(16)->Arg(64)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(iterations_from_environment()); \
   BENCHMARK(BM_Reach<Strategy>)->Name("reach/" label)->Iterations(1)->Unit(benchmark::kMillisecond)
 
 CUVMM_GROWTH_BENCHMARKS(Growable, "growable");

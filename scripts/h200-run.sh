@@ -3,7 +3,9 @@
 #   bash scripts/h200-run.sh BUILD_DIR [bench]
 # Runs cuvmm-info, the unit and gpu suites (test binaries directly: the build folder was made by
 # another Meson version), the gpu suite under compute-sanitizer memcheck, and with `bench` the
-# growth benchmark. Keeps at most 8 files in $OUT (the device tool's limit).
+# growth benchmarks (in one process, and each run in a fresh process). Keeps at most 8 files in
+# $OUT (the device tool's limit): cuvmm-info.txt, tests.log, summary.txt, sanitizer.log, bench.log,
+# growth.json (fresh processes), driver-calls.txt, results.tar.gz (Catch2 reports, the rest).
 set -uo pipefail
 build=${1:?usage: h200-run.sh BUILD_DIR [bench]}
 mode=${2:-}
@@ -18,7 +20,7 @@ status=0
   nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
   "$build/tools/cuvmm-info"
 } 2>&1 | tee "$out/cuvmm-info.txt"
-"$build/tools/cuvmm-info" --json >"$out/cuvmm-info.json" 2>&1
+"$build/tools/cuvmm-info" --json >"$results/cuvmm-info.json" 2>&1
 
 echo "== test suites" | tee "$out/tests.log"
 for exe in "$build"/test/unit/unit_* "$build"/test/gpu/gpu_*; do
@@ -45,11 +47,32 @@ grep -E "ERROR SUMMARY|exit" "$out/sanitizer.log" | tail -20
 python3 scripts/test-summary.py "$results/memcheck" 2>&1 | tail -3 | tee -a "$out/summary.txt"
 
 if [ "$mode" = bench ]; then
-  echo "== growth benchmark" | tee -a "$out/summary.txt"
-  "$build/bench/bench_growth" --benchmark_out="$out/growth.json" --benchmark_out_format=json \
-    --benchmark_counters_tabular=true 2>&1 | tee "$out/bench.log" | tail -30
+  # In one process: 5 iterations each; later iterations carry part of the previous teardown
+  # (the driver completes large frees lazily, at later allocations).
+  echo "== growth benchmark, in one process (5 iterations each)" | tee -a "$out/summary.txt"
+  "$build/bench/bench_growth" --benchmark_out="$results/growth-in-process.json" --benchmark_out_format=json \
+    --benchmark_counters_tabular=true >"$out/bench.log" 2>&1 || status=1
+  python3 bench/ratios.py "$results/growth-in-process.json" 2>&1 | tee -a "$out/summary.txt"
+  # Fresh processes: every timed growth is the first in its process; 3 runs of each, medians.
+  echo "== growth benchmark, each run in a fresh process (3 runs each)" | tee -a "$out/summary.txt"
+  fresh=$(mktemp -d)
+  for run in 1 2 3; do
+    for size in 16 64; do
+      for strategy in growable copy_and_grow thrust_vector preallocated; do
+        CUDA_MODULE_LOADING=EAGER CUVMM_BENCH_ITERATIONS=1 "$build/bench/bench_growth" \
+          --benchmark_filter="^grow/$strategy/$size/" --benchmark_out_format=json \
+          --benchmark_out="$fresh/grow-$strategy-$size-$run.json" >>"$out/bench.log" 2>&1 || status=1
+      done
+    done
+  done
+  for strategy in growable copy_and_grow thrust_vector preallocated; do
+    "$build/bench/bench_growth" --benchmark_filter="^reach/$strategy/" --benchmark_out_format=json \
+      --benchmark_out="$fresh/reach-$strategy.json" >>"$out/bench.log" 2>&1 || status=1
+  done
+  python3 bench/merge_runs.py "$fresh"/*.json >"$out/growth.json"
   python3 bench/ratios.py "$out/growth.json" 2>&1 | tee -a "$out/summary.txt"
-  "$build/bench/bench_driver_calls" --benchmark_counters_tabular=true 2>&1 | tee -a "$out/bench.log" | tail -12
+  "$build/bench/bench_driver_calls" --benchmark_counters_tabular=true >"$out/driver-calls.txt" 2>&1 || status=1
+  grep -E "^(chunk|access|growth)" "$out/driver-calls.txt" | tail -12
 fi
 
 tar -C "$results" -czf "$out/results.tar.gz" .
