@@ -71,7 +71,7 @@ step "test build-asan (unit, ASan+UBSan)" run_suites build-asan unit
 consumer_pkgconfig() {
   local prefix=$repo/build-install/prefix
   rm -rf "$repo/build-install/prefix" "$repo/build-consumer"
-  configure build-install -Dtests=disabled -Dtools=false --prefix="$prefix" --libdir=lib &&
+  configure build-install -Dtests=disabled -Dtools=false -Dbenchmarks=disabled --prefix="$prefix" --libdir=lib &&
     meson install -C build-install --quiet &&
     PKG_CONFIG_PATH=$prefix/lib/pkgconfig meson setup build-consumer/pkgconfig test/consumer --wrap-mode=nofallback &&
     meson compile -C build-consumer/pkgconfig &&
