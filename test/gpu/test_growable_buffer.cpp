@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -261,4 +262,38 @@ TEST_CASE("a buffer striped over two devices holds one contiguous range", "[gpu]
   REQUIRE(chunks.size() == 8);
   for (std::size_t i = 0; i < chunks.size(); ++i) CHECK(chunks[i].device() == static_cast<int>(i % 2));
   CHECK(test::count_pattern_mismatches(buffer.data(), buffer.size(), 0, 3, s.stream) == 0);
+}
+
+TEST_CASE("an explicit copy on a stream is an independent device copy; moves and swaps keep addresses",
+          "[gpu][growable]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint64_t> original(capped(4 * GiB), s.stream);
+  std::size_t const n = 3 * MiB + 17;  // elements: a few chunks, not a whole number of them
+  original.resize(n, poison, s.stream);
+  test::fill_pattern(original.data(), n, 0, 41, s.stream);
+
+  GrowableBuffer<std::uint64_t> copy(original, s.stream);  // device-to-device, ordered on the stream
+  REQUIRE(copy.size() == n);
+  CHECK(copy.data() != original.data());
+  CHECK(test::count_pattern_mismatches(copy.data(), n, 0, 41, s.stream) == 0);
+  copy.set_element(5, poison, s.stream);  // the copy is independent of the original
+  CHECK(test::count_pattern_mismatches(original.data(), n, 0, 41, s.stream) == 0);
+  CHECK(test::count_pattern_mismatches(copy.data(), n, 0, 41, s.stream) == 1);
+
+  std::uint64_t* const original_address = original.data();
+  GrowableBuffer<std::uint64_t> moved(std::move(original));
+  CHECK(moved.data() == original_address);
+  CHECK(original.data() == nullptr);
+  CHECK(original.size() == 0);
+  moved.swap(copy);
+  CHECK(copy.data() == original_address);
+  CHECK(test::count_pattern_mismatches(copy.data(), n, 0, 41, s.stream) == 0);
+  CHECK(test::count_pattern_mismatches(moved.data(), n, 0, 41, s.stream) == 1);
+
+  // Appending a buffer's own elements to itself: growth never moves the source.
+  copy.append(std::span<const std::uint64_t>(copy.data(), n), s.stream);
+  REQUIRE(copy.size() == 2 * n);
+  CHECK(copy.data() == original_address);
+  CHECK(test::count_pattern_mismatches(copy.data() + n, n, 0, 41, s.stream) == 0);
 }
