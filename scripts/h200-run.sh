@@ -57,12 +57,11 @@ if [ "$mode" = bench ]; then
   echo "== growth benchmark, each run in a fresh process (3 runs each)" | tee -a "$out/summary.txt"
   fresh=$(mktemp -d)
   for run in 1 2 3; do
-    for size in 16 64; do
-      for strategy in growable copy_and_grow thrust_vector preallocated; do
-        CUDA_MODULE_LOADING=EAGER CUVMM_BENCH_ITERATIONS=1 "$build/bench/bench_growth" \
-          --benchmark_filter="^grow/$strategy/$size/" --benchmark_out_format=json \
-          --benchmark_out="$fresh/grow-$strategy-$size-$run.json" >>"$out/bench.log" 2>&1 || status=1
-      done
+    for case in growable/16 copy_and_grow/16 thrust_vector/16 preallocated/16 \
+                growable/64 copy_and_grow/64 thrust_vector/64 preallocated/64 growable/120 preallocated/120; do
+      CUDA_MODULE_LOADING=EAGER CUVMM_BENCH_ITERATIONS=1 "$build/bench/bench_growth" \
+        --benchmark_filter="^grow/$case/" --benchmark_out_format=json \
+        --benchmark_out="$fresh/grow-${case/\//-}-$run.json" >>"$out/bench.log" 2>&1 || status=1
     done
   done
   for strategy in growable copy_and_grow thrust_vector preallocated; do
