@@ -48,16 +48,18 @@ std::vector<T> contents(const HostGrowableBuffer<T>& b) {
 
 }  // namespace
 
-TEST_CASE("the growth unit is 1/16 of the target in powers of two, between the granularity and the cap",
+TEST_CASE("the growth unit is 1/16 of the target in whole granules, between the granularity and the cap",
           "[growable][policy]") {
   constexpr std::size_t g = 2 * MiB;
   CHECK(growth_unit_bytes(0, g, 2 * GiB) == g);
   CHECK(growth_unit_bytes(1, g, 2 * GiB) == g);
   CHECK(growth_unit_bytes(16 * g - 1, g, 2 * GiB) == g);
   CHECK(growth_unit_bytes(32 * g, g, 2 * GiB) == 2 * g);
-  CHECK(growth_unit_bytes(48 * g, g, 2 * GiB) == 2 * g);
+  CHECK(growth_unit_bytes(48 * g, g, 2 * GiB) == 3 * g);
+  CHECK(growth_unit_bytes(63 * g, g, 2 * GiB) == 3 * g);
   CHECK(growth_unit_bytes(64 * g, g, 2 * GiB) == 4 * g);
   CHECK(growth_unit_bytes(16 * GiB, g, 2 * GiB) == 1 * GiB);
+  CHECK(growth_unit_bytes(24 * GiB, g, 2 * GiB) == 1536 * MiB);
   CHECK(growth_unit_bytes(64 * GiB, g, 2 * GiB) == 2 * GiB);
   CHECK(growth_unit_bytes(140 * GiB, g, 2 * GiB) == 2 * GiB);
   CHECK(growth_unit_bytes(64 * GiB, g, 3 * MiB) == g);  // a cap below two granules
@@ -70,9 +72,9 @@ TEST_CASE("a growth step maps what is missing rounded up to its unit, in one chu
   CHECK(next_chunk_bytes(0, 1, g, 2 * GiB) == g);                         // a first element: one granule
   CHECK(next_chunk_bytes(0, 64 * MiB, g, 2 * GiB) == 64 * MiB);           // a 64 MiB append: one chunk
   CHECK(next_chunk_bytes(64 * MiB, 64 * MiB + 1, g, 2 * GiB) == 4 * MiB);  // push_back: one unit
-  CHECK(next_chunk_bytes(1 * GiB, 1 * GiB + 65 * MiB, g, 2 * GiB) == 128 * MiB);  // rounded up to 64 MiB units
+  CHECK(next_chunk_bytes(1 * GiB, 1 * GiB + 65 * MiB, g, 2 * GiB) == 68 * MiB);  // one unit: 1089 MiB / 16 = 34 granules
   CHECK(next_chunk_bytes(0, 5 * GiB, g, 2 * GiB) == 2 * GiB);             // split at the cap
-  CHECK(next_chunk_bytes(4 * GiB, 5 * GiB, g, 2 * GiB) == 1 * GiB);       // the rest, in units of 256 MiB
+  CHECK(next_chunk_bytes(4 * GiB, 5 * GiB, g, 2 * GiB) == 1280 * MiB);    // the rest, in units of 320 MiB
   CHECK(next_chunk_bytes(4 * GiB, 4 * GiB, g, 2 * GiB) == 0);             // nothing missing
   CHECK(next_chunk_bytes(0, 5 * GiB, g, 3 * MiB) == g);                   // cap below two granules
   // Slack (the last chunk's rounding) is always below 1/16 of the target, or one granule.
