@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cuvmm/address_range.hpp>
+#include <cuvmm/arena.hpp>
 #include <cuvmm/backend.hpp>
 #include <cuvmm/cuda_backend.hpp>
 #include <cuvmm/device_caps.hpp>

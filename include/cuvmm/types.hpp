@@ -8,13 +8,16 @@
 #include <cstdint>
 #include <string_view>
 
+// The CUDA headers' stream type, declared here so this header needs none of them.
+struct CUstream_st;
+
 namespace cuvmm {
 
 /// A virtual address inside a reserved range (device or host). Zero means "none".
 using Address = std::uintptr_t;
 
 /// A CUDA stream: the same type as cudaStream_t and CUstream. nullptr is the legacy default stream.
-using Stream = struct CUstream_st*;
+using Stream = ::CUstream_st*;
 
 /// Which memory a backend serves. Containers pick their pointer type from it.
 enum class MemorySpace { device, host };

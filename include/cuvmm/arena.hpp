@@ -1,0 +1,122 @@
+// cuvmm/arena.hpp: a fragmentation-tolerant, stream-ordered allocator over one address range.
+//
+// The Arena reserves one large address range once and keeps a pool of physical pages (chunks of
+// `page_bytes`, the granularity by default). Because addresses and pages are separate, a large
+// allocation is backed by any free pages, wherever they came from ("stitching"): free memory
+// never becomes unusable because it is scattered, which is what makes caching allocators fail
+// with "out of memory" while plenty is free. Small requests come from size-class slabs (one page
+// each, split into equal blocks). Freed memory stays mapped ("cached") for fast reuse until it is
+// needed elsewhere, trimmed, or the device runs out; then its pages are unmapped and reused.
+//
+// Stream contract (as for cudaFreeAsync): memory freed on a stream can be reused at once by work
+// ordered after that point on the same stream. Another stream gets it only after the arena made
+// that stream wait, on the device, for an event recorded on the freeing stream; before unmapping
+// it, the arena waits on the host for that event. It never synchronizes the whole device. Work on
+// other streams that still uses memory being freed is the caller's to order, as with cudaFreeAsync.
+// A stream that freed memory into the arena must outlive that memory's reuse: call
+// release_stream(s) before destroying s.
+//
+// Thread-safe (one lock; the driver is called only when cached memory cannot serve a request).
+// Allocations are aligned to 256 bytes, or to `alignment` up to the page size.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include <cuvmm/backend.hpp>
+#include <cuvmm/types.hpp>
+
+namespace cuvmm {
+
+struct ArenaOptions {
+  /// The device whose memory the pages are (CUDA backend) and who gets access by default.
+  int device = 0;
+  /// Address space reserved once. 0: twice the device's memory. Address space is cheap (about
+  /// 128 TiB per process); a request needs a free run of addresses as large as itself.
+  std::size_t address_space_bytes = 0;
+  /// Size of one physical page, a multiple of the granularity. 0: the granularity (2 MiB on the
+  /// H200). Small requests (up to page_bytes / 8) share pages; larger ones take whole pages.
+  std::size_t page_bytes = 0;
+  /// Most physical bytes the arena may hold at once. 0: as much as the device gives.
+  std::size_t byte_limit = 0;
+  /// Ask for generic compression on every page.
+  bool compression = false;
+  /// Who may access the memory. Empty: read-write for `device`.
+  std::vector<AccessGrant> access;
+};
+
+/// A statistic as {current, peak, total}: total adds up every increase ever made.
+struct ArenaCounter {
+  std::size_t current = 0;
+  std::size_t peak = 0;
+  std::size_t total = 0;
+};
+
+struct ArenaStats {
+  ArenaCounter bytes_requested;  ///< live allocations, in the bytes asked for
+  ArenaCounter allocations;      ///< live allocations, counted
+  ArenaCounter bytes_mapped;     ///< pages mapped: live allocations, slabs and cached free memory
+  ArenaCounter bytes_physical;   ///< pages held: mapped plus pooled (unmapped, not yet released)
+  ArenaCounter bytes_reserved;   ///< address space
+  // Backend (driver) calls made, failed ones included.
+  std::size_t chunks_created = 0;
+  std::size_t chunks_released = 0;
+  std::size_t maps = 0;
+  std::size_t unmaps = 0;
+  std::size_t access_calls = 0;
+  std::size_t cross_stream_reuses = 0;  ///< memory freed on one stream handed to another (device-side wait)
+  std::size_t reclaims = 0;             ///< cached extents unmapped to back another request
+  /// External fragmentation of the cached free memory: 1 - largest free extent / all free pages
+  /// in extents (0 when there is none or one). Stitching makes it harmless: scattered pages still
+  /// back any request; it measures how often that has to remap.
+  double fragmentation = 0;
+};
+
+class Arena {
+ public:
+  static constexpr std::size_t default_alignment = 256;
+
+  /// An arena of device memory through the CUDA backend of `options.device`.
+  explicit Arena(ArenaOptions options = {});
+  /// An arena over any backend (HostBackend for host memory, FaultInjectingBackend for tests).
+  explicit Arena(Backend& backend, ArenaOptions options = {});
+  /// Waits for the streams that freed memory into the arena, then unmaps and releases everything.
+  /// Allocations still live are freed with it.
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  Arena(Arena&&) = delete;
+  Arena& operator=(Arena&&) = delete;
+
+  /// `bytes` of memory usable by work ordered on `stream` from now on. 0 bytes: nullptr.
+  /// Throws OutOfMemory when the device (or byte_limit) cannot back it even after every cached
+  /// page was reclaimed; cuvmm::Error for an alignment that is not a power of two up to the page
+  /// size. On failure nothing is allocated (cached pages may have been returned).
+  [[nodiscard]] void* allocate(std::size_t bytes, Stream stream = nullptr, std::size_t alignment = default_alignment);
+  /// Frees `p`, which allocate(bytes, ...) returned, after the work queued on `stream` so far.
+  /// An unknown pointer, a size other than the one allocated, or a second free of the same
+  /// allocation throws cuvmm::Error and changes nothing.
+  void deallocate(void* p, std::size_t bytes, Stream stream = nullptr);
+
+  /// Waits for every stream that freed memory into the arena, unmaps all cached memory and
+  /// releases every page not backing a live allocation. Returns the bytes given back.
+  std::size_t trim();
+  /// Hands everything `stream` freed to the arena as a whole (waiting for the stream's work on the
+  /// host) and forgets the stream. Call it before destroying a stream that freed arena memory.
+  void release_stream(Stream stream);
+
+  [[nodiscard]] ArenaStats stats() const;
+  [[nodiscard]] Backend& backend() const noexcept;
+  [[nodiscard]] int device() const noexcept;
+  [[nodiscard]] std::size_t page_bytes() const noexcept;
+  /// Largest request served from size-class slabs; larger ones take whole pages.
+  [[nodiscard]] std::size_t small_max_bytes() const noexcept;
+  [[nodiscard]] std::size_t address_space_bytes() const noexcept;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace cuvmm

@@ -1,0 +1,596 @@
+// Arena: how it works (the contract is in include/cuvmm/arena.hpp).
+//
+// What it owns: one AddressRange cut into page slots; pages (PhysicalChunks of page_bytes) either
+// mapped at a slot (`mapped`) or pooled unmapped (`pool`); per stream, the mapped free extents it
+// freed (`cached`) and the small blocks it freed (`free_blocks`, per size class).
+//
+// Every page slot is in exactly one state:
+//   unmapped-free  in `unmapped` (nothing mapped, not in use)
+//   cached         mapped, free, in one stream's `cached` set: reusable on that stream at once
+//   live span      mapped, backing one large allocation (`live_spans`, keyed by its address)
+//   slab           mapped, split into blocks of one size class (`slabs`)
+//
+// Large request of n pages on stream S, cheapest first:
+//   1. best fit in S's cached extents (no driver call: the fast path);
+//   2. best fit in another stream's cached extents, after making S wait for that stream's event;
+//   3. stitch: n unmapped slots, n pages from the pool, else from S's cached extents (unmapped:
+//      reusable at once on S), else newly created; when the device or byte_limit refuses, every
+//      stream is waited for, every cached extent and empty slab is unmapped, and creation is tried
+//      again; then OutOfMemory. The n pages are mapped side by side and granted access with one call.
+// Small request: S's free blocks of the class, else a fresh block of a slab S opened, else the
+// free blocks of another stream (after the event wait), else a new slab (one page, as above).
+//
+// Fragmentation is bounded by construction: physical pages only grow when no pooled or cached
+// page on the requesting stream can serve, so pages held exceed pages in use only by cached
+// extents of other streams (until trim() or exhaustion) and partly used slabs (one per class per
+// stream, plus slabs whose blocks are scattered; trim() and exhaustion return empty ones).
+// Address space can fragment, but it is reserved twice the device's size, and exhaustion unmaps
+// cached extents back into it.
+#include <cuvmm/arena.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include <cuvmm/address_range.hpp>
+#include <cuvmm/cuda_backend.hpp>
+#include <cuvmm/error.hpp>
+#include <cuvmm/fault_injecting_backend.hpp>
+#include <cuvmm/mapping.hpp>
+#include <cuvmm/physical_chunk.hpp>
+
+#include "allocators/extent_set.hpp"
+#include "allocators/stream_order.hpp"
+
+namespace cuvmm {
+namespace {
+
+using detail::ExtentSet;
+using detail::StreamOrder;
+
+constexpr std::size_t min_block_bytes = Arena::default_alignment;
+
+/// Size classes up to `small_max`: multiples of 256 B below 1 KiB, then four per doubling.
+std::vector<std::size_t> make_size_classes(std::size_t small_max) {
+  std::vector<std::size_t> classes;
+  for (std::size_t size = min_block_bytes; size < 1024 && size <= small_max; size += min_block_bytes) classes.push_back(size);
+  for (std::size_t base = 1024; base <= small_max; base *= 2) {
+    for (std::size_t quarter = 0; quarter < 4; ++quarter) {
+      std::size_t const size = base + quarter * base / 4;
+      if (size <= small_max) classes.push_back(size);
+    }
+  }
+  return classes;
+}
+
+void bump(ArenaCounter& c, std::size_t by) noexcept {
+  c.current += by;
+  c.total += by;
+  c.peak = std::max(c.peak, c.current);
+}
+
+void set_current(ArenaCounter& c, std::size_t now) noexcept {
+  if (now > c.current) c.total += now - c.current;
+  c.current = now;
+  c.peak = std::max(c.peak, now);
+}
+
+}  // namespace
+
+struct Arena::State {
+  struct MappedPage {
+    PhysicalChunk page;  // released after the mapping is gone (members die in reverse order)
+    Mapping mapping;
+  };
+  struct Slab {
+    std::size_t size_class = 0;     // index into size_classes
+    std::size_t block_bytes = 0;    // the class's size
+    std::size_t blocks = 0;         // blocks in the page
+    std::size_t handed_out = 0;     // blocks [0, handed_out) have been handed out at least once
+    std::size_t in_use = 0;         // blocks allocated now
+    std::vector<bool> allocated;    // per block: allocated now (catches double frees)
+  };
+  struct LiveSpan {
+    std::size_t first = 0;  // first page slot
+    std::size_t pages = 0;
+    std::size_t bytes = 0;  // as requested
+  };
+  struct StreamState {
+    Stream stream = nullptr;
+    StreamOrder::Marker marker = nullptr;
+    ExtentSet cached;                                   // mapped free pages freed on this stream
+    std::vector<std::vector<Address>> free_blocks;      // per size class: blocks freed on this stream
+    std::vector<std::vector<std::size_t>> fresh_slabs;  // per size class: this stream's slabs with unused blocks
+  };
+
+  State(Backend& user_backend, ArenaOptions opts);
+  ~State();
+
+  // --- helpers; all run under `lock` -----------------------------------------------------------
+  StreamState& stream_state(Stream stream);
+  Address slot_address(std::size_t slot) const noexcept { return range.base() + slot * page; }
+  std::size_t pages_for(std::size_t bytes) const noexcept { return (bytes + page - 1) / page; }
+  std::optional<std::size_t> size_class_of(std::size_t bytes, std::size_t alignment) const noexcept;
+
+  std::size_t take_pages(std::size_t count, StreamState& s);
+  std::size_t map_new_extent(std::size_t count, StreamState& s);
+  void gather_pages(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out);
+  bool create_page(std::vector<PhysicalChunk>& out);
+  std::size_t unmap_cached(StreamState& s, std::size_t pages_wanted);
+  void wait_for_all_streams();
+  std::size_t unmap_empty_slabs();
+  void make_stream_wait(StreamState& waiter, StreamState& freer);
+
+  Address allocate_small(std::size_t size_class, StreamState& s);
+  void deallocate_small(Address address, std::size_t bytes, StreamState& s);
+  void update_peaks() noexcept;  // bytes_mapped and bytes_physical from the pages held now
+
+  FaultInjectingBackend calls;  // forwards to the user's backend; counts the calls (never armed)
+  ArenaOptions options;
+  std::size_t page = 0;
+  std::size_t small_max = 0;
+  std::vector<std::size_t> size_classes;
+  ChunkProperties props;
+  std::vector<AccessGrant> grants;
+  std::unique_ptr<StreamOrder> order;
+
+  AddressRange range;                                   // freed last: everything below maps into it
+  std::vector<PhysicalChunk> pool;                      // pages created and not mapped
+  std::unordered_map<std::size_t, MappedPage> mapped;  // slot → the page mapped there
+  ExtentSet unmapped;                                   // slots with nothing mapped, not in use
+  std::vector<std::unique_ptr<StreamState>> streams;    // every stream seen (few: a linear search)
+  std::unordered_map<Address, LiveSpan> live_spans;     // large allocations by address
+  std::unordered_map<std::size_t, Slab> slabs;          // slab pages by slot
+
+  ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, reclaims
+  mutable std::mutex lock;
+};
+
+Arena::State::State(Backend& user_backend, ArenaOptions opts) : calls(user_backend), options(std::move(opts)) {
+  props = ChunkProperties{.device = options.device, .compression = options.compression};
+  std::size_t const granularity = calls.granularity(props, GranularityKind::minimum);
+  page = options.page_bytes == 0 ? granularity : options.page_bytes;
+  if (page % granularity != 0) {
+    throw_invalid_argument("Arena", "page_bytes " + std::to_string(options.page_bytes) +
+                                        " is not a multiple of the granularity " + std::to_string(granularity));
+  }
+  small_max = page / 8 >= min_block_bytes ? page / 8 : 0;
+  size_classes = make_size_classes(small_max);
+  grants = options.access.empty() ? std::vector<AccessGrant>{{options.device, Access::read_write}} : options.access;
+
+  std::size_t space = options.address_space_bytes;
+  if (space == 0) space = 2 * calls.memory_info(options.device).total;
+  space = std::max(round_up(space, page), page);
+  order = detail::make_stream_order(calls.space(), options.device);
+  range = AddressRange(calls, space, page);
+  unmapped.insert(0, space / page);
+  set_current(counters.bytes_reserved, space);
+}
+
+Arena::State::~State() {
+  try {
+    wait_for_all_streams();
+  } catch (...) {  // the driver may be shut down at process exit: nothing left to wait for
+  }
+  slabs.clear();
+  mapped.clear();  // unmaps, then releases
+  pool.clear();
+  for (auto& s : streams) order->destroy_marker(s->marker);
+}
+
+Arena::State::StreamState& Arena::State::stream_state(Stream stream) {
+  for (auto& s : streams) {
+    if (s->stream == stream) return *s;
+  }
+  auto fresh = std::make_unique<StreamState>();
+  fresh->stream = stream;
+  fresh->free_blocks.resize(size_classes.size());
+  fresh->fresh_slabs.resize(size_classes.size());
+  streams.reserve(streams.size() + 1);
+  fresh->marker = order->create_marker();
+  streams.push_back(std::move(fresh));
+  return *streams.back();
+}
+
+std::optional<std::size_t> Arena::State::size_class_of(std::size_t bytes, std::size_t alignment) const noexcept {
+  if (bytes > small_max || alignment > min_block_bytes) return std::nullopt;
+  auto const it = std::lower_bound(size_classes.begin(), size_classes.end(), bytes);
+  return static_cast<std::size_t>(it - size_classes.begin());
+}
+
+void Arena::State::make_stream_wait(StreamState& waiter, StreamState& freer) {
+  order->mark(freer.marker, freer.stream);
+  order->order_after(waiter.stream, freer.marker);
+  ++counters.cross_stream_reuses;
+}
+
+void Arena::State::wait_for_all_streams() {
+  for (auto& s : streams) {
+    order->mark(s->marker, s->stream);
+    order->wait(s->marker);
+  }
+}
+
+// Large requests -------------------------------------------------------------------------------
+
+std::size_t Arena::State::take_pages(std::size_t count, StreamState& s) {
+  if (auto const first = s.cached.take(count)) return *first;
+  for (auto& other : streams) {
+    if (other.get() == &s || other->cached.largest() < count) continue;
+    make_stream_wait(s, *other);
+    return *other->cached.take(count);
+  }
+  return map_new_extent(count, s);
+}
+
+bool Arena::State::create_page(std::vector<PhysicalChunk>& out) {
+  std::size_t const held = (pool.size() + mapped.size()) * page;
+  if (options.byte_limit != 0 && held + out.size() * page + page > options.byte_limit) return false;
+  try {
+    out.emplace_back(calls, page, props);
+  } catch (const OutOfMemory&) {
+    return false;
+  }
+  return true;
+}
+
+/// Moves `count` pages into `out`: pooled ones, then ones unmapped from `s`'s cached extents
+/// (safe at once: the next user is `s` itself), then new ones; when the device or the byte limit
+/// refuses, waits for every stream and unmaps all cached memory and empty slabs, then tries again.
+void Arena::State::gather_pages(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out) {
+  auto const from_pool = [&] {
+    while (out.size() < count && !pool.empty()) {
+      out.push_back(std::move(pool.back()));
+      pool.pop_back();
+    }
+  };
+  from_pool();
+  if (out.size() < count) {
+    unmap_cached(s, count - out.size());
+    from_pool();
+  }
+  while (out.size() < count && create_page(out)) {
+  }
+  if (out.size() < count) {
+    wait_for_all_streams();
+    unmap_empty_slabs();
+    for (auto& other : streams) unmap_cached(*other, static_cast<std::size_t>(-1));
+    from_pool();
+    while (out.size() < count && create_page(out)) {
+    }
+  }
+  if (out.size() < count) {
+    std::size_t const held = (pool.size() + mapped.size() + out.size()) * page;
+    for (auto& p : out) pool.push_back(std::move(p));
+    out.clear();
+    ErrorDetails d;
+    d.call = "Arena::allocate";
+    d.context = "no physical memory for " + std::to_string(count * page) + " bytes on device " +
+                std::to_string(options.device) + " after reclaiming every cached page (the arena holds " +
+                std::to_string(held) + " bytes" +
+                (options.byte_limit != 0 ? ", byte_limit " + std::to_string(options.byte_limit) : std::string()) + ")";
+    throw OutOfMemory(std::move(d));
+  }
+}
+
+std::size_t Arena::State::map_new_extent(std::size_t count, StreamState& s) {
+  std::optional<std::size_t> first = unmapped.take(count);
+  if (!first) {
+    // Cached extents hold address space too: give it back and look again.
+    wait_for_all_streams();
+    unmap_empty_slabs();
+    for (auto& other : streams) unmap_cached(*other, static_cast<std::size_t>(-1));
+    first = unmapped.take(count);
+    if (!first) {
+      ErrorDetails d;
+      d.call = "Arena::allocate";
+      d.context = "no free run of " + std::to_string(count * page) + " bytes in the arena's " +
+                  std::to_string(range.size()) + " bytes of address space (largest free run " +
+                  std::to_string(unmapped.largest() * page) + " bytes); raise ArenaOptions::address_space_bytes";
+      throw OutOfMemory(std::move(d));
+    }
+  }
+  struct ReturnAddress {  // gives the slots back unless the mapping commits
+    ExtentSet& set;
+    std::size_t first, count;
+    bool committed = false;
+    ~ReturnAddress() {
+      if (!committed) set.insert(first, count);
+    }
+  } address{unmapped, *first, count};
+
+  std::vector<PhysicalChunk> pages;
+  pages.reserve(count);
+  gather_pages(count, s, pages);
+  try {
+    std::vector<Mapping> mappings;
+    mappings.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) mappings.emplace_back(range, (*first + i) * page, pages[i]);
+    set_access(mappings, grants);
+    mapped.reserve(mapped.size() + count);
+    for (std::size_t i = 0; i < count; ++i) {
+      mapped.emplace(*first + i, MappedPage{std::move(pages[i]), std::move(mappings[i])});
+    }
+  } catch (...) {
+    // Whatever was mapped is unmapped (by the local mappings, or here); every page goes back to
+    // the pool: the arena's state is as before the call.
+    for (std::size_t i = 0; i < count; ++i) {
+      if (auto node = mapped.extract(*first + i); !node.empty()) {
+        node.mapped().mapping.reset();
+        pool.push_back(std::move(node.mapped().page));
+      }
+    }
+    for (auto& p : pages) {
+      if (p) pool.push_back(std::move(p));
+    }
+    throw;
+  }
+  address.committed = true;
+  return *first;
+}
+
+/// Unmaps up to `pages_wanted` pages of `s`'s cached extents into the pool; returns how many.
+std::size_t Arena::State::unmap_cached(StreamState& s, std::size_t pages_wanted) {
+  std::size_t done = 0;
+  while (done < pages_wanted && !s.cached.empty()) {
+    auto const [first, extent_pages] = *s.cached.extents().begin();
+    std::size_t const n = std::min(extent_pages, pages_wanted - done);
+    s.cached.erase(first, n);
+    for (std::size_t slot = first; slot < first + n; ++slot) {
+      auto node = mapped.extract(slot);
+      assert(!node.empty());
+      node.mapped().mapping.reset();
+      pool.push_back(std::move(node.mapped().page));
+    }
+    unmapped.insert(first, n);
+    done += n;
+    ++counters.reclaims;
+  }
+  return done;
+}
+
+/// Unmaps slabs with no block in use (callers waited for every stream first).
+std::size_t Arena::State::unmap_empty_slabs() {
+  std::size_t released = 0;
+  for (auto it = slabs.begin(); it != slabs.end();) {
+    if (it->second.in_use != 0) {
+      ++it;
+      continue;
+    }
+    std::size_t const slot = it->first;
+    std::size_t const c = it->second.size_class;
+    Address const lo = slot_address(slot);
+    Address const hi = lo + page;
+    for (auto& s : streams) {
+      std::erase_if(s->free_blocks[c], [&](Address a) { return a >= lo && a < hi; });
+      std::erase(s->fresh_slabs[c], slot);
+    }
+    it = slabs.erase(it);
+    auto node = mapped.extract(slot);
+    node.mapped().mapping.reset();
+    pool.push_back(std::move(node.mapped().page));
+    unmapped.insert(slot, 1);
+    ++released;
+  }
+  return released;
+}
+
+// Small requests -------------------------------------------------------------------------------
+
+Address Arena::State::allocate_small(std::size_t c, StreamState& s) {
+  auto const hand_out = [&](Address a, Slab& slab) {
+    std::size_t const block = (a - slot_address((a - range.base()) / page)) / slab.block_bytes;
+    slab.allocated[block] = true;
+    ++slab.in_use;
+    return a;
+  };
+  auto const pop_free = [&] {
+    Address const a = s.free_blocks[c].back();
+    s.free_blocks[c].pop_back();
+    return hand_out(a, slabs.at((a - range.base()) / page));
+  };
+  auto const fresh_block = [&] {
+    std::size_t const slot = s.fresh_slabs[c].back();
+    Slab& slab = slabs.at(slot);
+    Address const a = slot_address(slot) + slab.handed_out * slab.block_bytes;
+    if (++slab.handed_out == slab.blocks) s.fresh_slabs[c].pop_back();
+    return hand_out(a, slab);
+  };
+  // 1. freed on this stream; 2. never used, in a slab this stream opened
+  if (!s.free_blocks[c].empty()) return pop_free();
+  if (!s.fresh_slabs[c].empty()) return fresh_block();
+  // 3. freed on another stream: this stream waits for that one on the device
+  for (auto& other : streams) {
+    if (other.get() == &s || other->free_blocks[c].empty()) continue;
+    make_stream_wait(s, *other);
+    s.free_blocks[c].swap(other->free_blocks[c]);
+    return pop_free();
+  }
+  // 4. a new slab of one page
+  std::size_t const block_bytes = size_classes[c];
+  std::size_t const blocks = page / block_bytes;
+  Slab slab{c, block_bytes, blocks, 0, 0, std::vector<bool>(blocks, false)};
+  s.fresh_slabs[c].reserve(1);
+  std::size_t const slot = take_pages(1, s);
+  try {
+    slabs.emplace(slot, std::move(slab));
+  } catch (...) {
+    s.cached.insert(slot, 1);
+    throw;
+  }
+  s.fresh_slabs[c].push_back(slot);
+  return fresh_block();
+}
+
+void Arena::State::deallocate_small(Address a, std::size_t bytes, StreamState& s) {
+  auto const it = slabs.find((a - range.base()) / page);
+  if (it == slabs.end()) {
+    throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(a) + " was not allocated by this arena");
+  }
+  Slab& slab = it->second;
+  std::size_t const offset = a - slot_address(it->first);
+  std::size_t const block = offset / slab.block_bytes;
+  if (offset % slab.block_bytes != 0 || block >= slab.handed_out || !slab.allocated[block]) {
+    throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(a) +
+                                                    " is not a live allocation of this arena (freed twice?)");
+  }
+  if (bytes > slab.block_bytes || size_class_of(bytes, min_block_bytes) != slab.size_class) {
+    throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size that was allocated at " +
+                                                    std::to_string(a));
+  }
+  s.free_blocks[slab.size_class].reserve(s.free_blocks[slab.size_class].size() + 1);
+  slab.allocated[block] = false;
+  --slab.in_use;
+  s.free_blocks[slab.size_class].push_back(a);
+}
+
+void Arena::State::update_peaks() noexcept {
+  set_current(counters.bytes_mapped, mapped.size() * page);
+  set_current(counters.bytes_physical, (mapped.size() + pool.size()) * page);
+}
+
+// The public face ------------------------------------------------------------------------------
+
+Arena::Arena(ArenaOptions options) : Arena(cuda_backend(options.device), std::move(options)) {}
+
+Arena::Arena(Backend& backend, ArenaOptions options) : state_(std::make_unique<State>(backend, std::move(options))) {}
+
+Arena::~Arena() = default;
+
+void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
+  State& st = *state_;
+  if (alignment == 0 || !std::has_single_bit(alignment) || alignment > st.page) {
+    throw_invalid_argument("Arena::allocate", "alignment " + std::to_string(alignment) +
+                                                  " is not a power of two up to the page size " + std::to_string(st.page));
+  }
+  if (bytes == 0) return nullptr;
+  if (bytes > st.range.size()) {
+    ErrorDetails d;
+    d.call = "Arena::allocate";
+    d.context = std::to_string(bytes) + " bytes is more than the arena's whole address space (" +
+                std::to_string(st.range.size()) + " bytes)";
+    throw OutOfMemory(std::move(d));
+  }
+  std::lock_guard const held(st.lock);
+  struct RefreshMappedBytes {  // on success and failure alike: pages may have moved either way
+    State& st;
+    ~RefreshMappedBytes() { st.update_peaks(); }
+  } const refresh{st};
+  State::StreamState& s = st.stream_state(stream);
+  Address address = 0;
+  if (auto const c = st.size_class_of(bytes, alignment)) {
+    address = st.allocate_small(*c, s);
+  } else {
+    std::size_t const pages = st.pages_for(bytes);
+    st.live_spans.reserve(st.live_spans.size() + 1);
+    std::size_t const first = st.take_pages(pages, s);
+    address = st.slot_address(first);
+    try {
+      st.live_spans.emplace(address, State::LiveSpan{first, pages, bytes});
+    } catch (...) {
+      s.cached.insert(first, pages);
+      throw;
+    }
+  }
+  bump(st.counters.bytes_requested, bytes);
+  bump(st.counters.allocations, 1);
+  return reinterpret_cast<void*>(address);
+}
+
+void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
+  if (p == nullptr) return;
+  State& st = *state_;
+  auto const address = reinterpret_cast<Address>(p);
+  if (address < st.range.base() || address >= st.range.end()) {
+    throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(address) + " is outside the arena");
+  }
+  std::lock_guard const held(st.lock);
+  State::StreamState& s = st.stream_state(stream);
+  if (auto const span = st.live_spans.find(address); span != st.live_spans.end()) {
+    if (span->second.bytes != bytes) {
+      throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
+                                                      std::to_string(address) + " (" +
+                                                      std::to_string(span->second.bytes) + ")");
+    }
+    s.cached.insert(span->second.first, span->second.pages);
+    st.live_spans.erase(span);
+  } else {
+    st.deallocate_small(address, bytes, s);
+  }
+  st.counters.bytes_requested.current -= bytes;
+  st.counters.allocations.current -= 1;
+}
+
+std::size_t Arena::trim() {
+  State& st = *state_;
+  std::lock_guard const held(st.lock);
+  st.wait_for_all_streams();
+  st.unmap_empty_slabs();
+  for (auto& s : st.streams) st.unmap_cached(*s, static_cast<std::size_t>(-1));
+  std::size_t const released = st.pool.size() * st.page;
+  st.pool.clear();
+  st.update_peaks();
+  return released;
+}
+
+void Arena::release_stream(Stream stream) {
+  State& st = *state_;
+  std::lock_guard const held(st.lock);
+  auto const known = [&] {
+    return std::find_if(st.streams.begin(), st.streams.end(), [&](auto const& s) { return s->stream == stream; });
+  };
+  if (known() == st.streams.end()) return;
+  // The default stream never goes away; what other streams leave behind goes to it.
+  State::StreamState& heir = st.stream_state(nullptr);
+  auto const it = known();
+  State::StreamState& gone = **it;
+  st.order->mark(gone.marker, gone.stream);
+  st.order->wait(gone.marker);
+  // Its work is done, so what it freed is safe for any stream: cached extents are unmapped (any
+  // stream may stitch their pages), free blocks and open slabs pass to the heir.
+  st.unmap_cached(gone, static_cast<std::size_t>(-1));
+  if (&gone == &heir) {
+    st.update_peaks();
+    return;
+  }
+  for (std::size_t c = 0; c < st.size_classes.size(); ++c) {
+    auto& blocks = heir.free_blocks[c];
+    blocks.insert(blocks.end(), gone.free_blocks[c].begin(), gone.free_blocks[c].end());
+    auto& fresh = heir.fresh_slabs[c];
+    fresh.insert(fresh.end(), gone.fresh_slabs[c].begin(), gone.fresh_slabs[c].end());
+  }
+  st.order->destroy_marker(gone.marker);
+  st.streams.erase(it);
+  st.update_peaks();
+}
+
+ArenaStats Arena::stats() const {
+  State const& st = *state_;
+  std::lock_guard const held(st.lock);
+  ArenaStats s = st.counters;
+  s.chunks_created = st.calls.calls(BackendOp::create_chunk);
+  s.chunks_released = st.calls.calls(BackendOp::release_chunk);
+  s.maps = st.calls.calls(BackendOp::map);
+  s.unmaps = st.calls.calls(BackendOp::unmap);
+  s.access_calls = st.calls.calls(BackendOp::set_access);
+  std::size_t cached_pages = 0;
+  std::size_t largest = 0;
+  for (auto const& stream : st.streams) {
+    cached_pages += stream->cached.pages();
+    largest = std::max(largest, stream->cached.largest());
+  }
+  s.fragmentation = cached_pages == 0 ? 0.0 : 1.0 - static_cast<double>(largest) / static_cast<double>(cached_pages);
+  return s;
+}
+
+Backend& Arena::backend() const noexcept { return state_->calls.inner(); }
+int Arena::device() const noexcept { return state_->options.device; }
+std::size_t Arena::page_bytes() const noexcept { return state_->page; }
+std::size_t Arena::small_max_bytes() const noexcept { return state_->small_max; }
+std::size_t Arena::address_space_bytes() const noexcept { return state_->range.size(); }
+
+}  // namespace cuvmm

@@ -1,0 +1,105 @@
+// extent_set.hpp: a set of free extents of page slots, coalesced, handed out best fit.
+//
+// The Arena keeps one for address space with nothing mapped, and one per stream for memory that
+// is mapped and free ("cached"). An extent is [first, first + count) in units of pages. Invariants:
+//  - extents never overlap and never touch: inserting an extent merges it with its neighbours;
+//  - by_first_ and by_size_ hold the same extents; pages_ is the sum of their counts.
+// take() returns the smallest extent that fits (the lowest address among equals) and keeps the
+// rest, so large extents survive for large requests. Not thread-safe: the Arena's lock covers it.
+#pragma once
+
+#include <cassert>
+#include <cstddef>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+namespace cuvmm::detail {
+
+class ExtentSet {
+ public:
+  struct Extent {
+    std::size_t first = 0;
+    std::size_t count = 0;
+  };
+
+  [[nodiscard]] bool empty() const noexcept { return by_first_.empty(); }
+  [[nodiscard]] std::size_t pages() const noexcept { return pages_; }
+  [[nodiscard]] std::size_t extent_count() const noexcept { return by_first_.size(); }
+  [[nodiscard]] std::size_t largest() const noexcept { return by_size_.empty() ? 0 : by_size_.rbegin()->first; }
+  /// The extents in address order.
+  [[nodiscard]] const std::map<std::size_t, std::size_t>& extents() const noexcept { return by_first_; }
+
+  /// Adds [first, first + count), which must overlap nothing in the set; merges with neighbours.
+  void insert(std::size_t first, std::size_t count) {
+    assert(count > 0);
+    auto const next = by_first_.lower_bound(first);
+    assert(next == by_first_.end() || next->first >= first + count);
+    if (next != by_first_.end() && next->first == first + count) {
+      Extent const after{next->first, next->second};
+      remove_whole(after);
+      count += after.count;
+    }
+    auto const after_first = by_first_.lower_bound(first);
+    if (after_first != by_first_.begin()) {
+      auto const previous = std::prev(after_first);
+      assert(previous->first + previous->second <= first);
+      if (previous->first + previous->second == first) {
+        Extent const before{previous->first, previous->second};
+        remove_whole(before);
+        first = before.first;
+        count += before.count;
+      }
+    }
+    add_whole({first, count});
+  }
+
+  /// Removes the best-fitting extent of at least `count` pages, keeps its tail, and returns the
+  /// first page of the `count` pages taken; nothing when no extent is large enough.
+  std::optional<std::size_t> take(std::size_t count) {
+    auto const fit = by_size_.lower_bound({count, 0});
+    if (fit == by_size_.end()) return std::nullopt;
+    Extent const found{fit->second, fit->first};
+    remove_whole(found);
+    if (found.count > count) add_whole({found.first + count, found.count - count});
+    return found.first;
+  }
+
+  /// Removes [first, first + count), which must lie inside one extent of the set.
+  void erase(std::size_t first, std::size_t count) {
+    auto it = by_first_.upper_bound(first);
+    assert(it != by_first_.begin());
+    --it;
+    Extent const whole{it->first, it->second};
+    assert(whole.first <= first && first + count <= whole.first + whole.count);
+    remove_whole(whole);
+    if (whole.first < first) add_whole({whole.first, first - whole.first});
+    if (first + count < whole.first + whole.count) add_whole({first + count, whole.first + whole.count - first - count});
+  }
+
+  void clear() noexcept {
+    by_first_.clear();
+    by_size_.clear();
+    pages_ = 0;
+  }
+
+ private:
+  void remove_whole(Extent e) {
+    by_size_.erase({e.count, e.first});
+    by_first_.erase(e.first);
+    pages_ -= e.count;
+  }
+  void add_whole(Extent e) {
+    by_first_.emplace(e.first, e.count);
+    by_size_.emplace(e.count, e.first);
+    pages_ += e.count;
+  }
+
+  std::map<std::size_t, std::size_t> by_first_;            // first page → page count
+  std::set<std::pair<std::size_t, std::size_t>> by_size_;  // (page count, first page)
+  std::size_t pages_ = 0;                                  // pages in all extents
+};
+
+}  // namespace cuvmm::detail

@@ -1,0 +1,72 @@
+// Stream ordering for the Arena: CUDA events on the device, nothing on the host (see the header).
+#include "allocators/stream_order.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <source_location>
+
+#include "errors/runtime_check.hpp"
+
+namespace cuvmm::detail {
+namespace {
+
+void check(cudaError_t status, const char* call, std::source_location where = std::source_location::current()) {
+  check_runtime(status, call, "ordering arena memory between streams", where);
+}
+
+/// Makes `device` current for the scope and restores the caller's device after.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~CurrentDevice() { (void)cudaSetDevice(previous_); }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+class DeviceStreamOrder final : public StreamOrder {
+ public:
+  explicit DeviceStreamOrder(int device) : device_(device) {}
+  Marker create_marker() override {
+    CurrentDevice const on(device_);
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    return event;
+  }
+  void destroy_marker(Marker marker) noexcept override {
+    if (marker != nullptr) (void)cudaEventDestroy(static_cast<cudaEvent_t>(marker));
+  }
+  void mark(Marker marker, Stream stream) override {
+    check(cudaEventRecord(static_cast<cudaEvent_t>(marker), stream), "cudaEventRecord");
+  }
+  void order_after(Stream waiter, Marker marker) override {
+    check(cudaStreamWaitEvent(waiter, static_cast<cudaEvent_t>(marker), 0), "cudaStreamWaitEvent");
+  }
+  void wait(Marker marker) override { check(cudaEventSynchronize(static_cast<cudaEvent_t>(marker)), "cudaEventSynchronize"); }
+
+ private:
+  int device_;
+};
+
+class HostStreamOrder final : public StreamOrder {
+ public:
+  Marker create_marker() override { return nullptr; }
+  void destroy_marker(Marker) noexcept override {}
+  void mark(Marker, Stream) override {}
+  void order_after(Stream, Marker) override {}
+  void wait(Marker) override {}
+};
+
+}  // namespace
+
+std::unique_ptr<StreamOrder> make_stream_order(MemorySpace space, int device) {
+  if (space == MemorySpace::device) return std::make_unique<DeviceStreamOrder>(device);
+  return std::make_unique<HostStreamOrder>();
+}
+
+}  // namespace cuvmm::detail

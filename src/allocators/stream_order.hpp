@@ -1,0 +1,33 @@
+// stream_order.hpp: how the Arena orders the reuse of freed memory between streams.
+//
+// One reusable marker per stream (a CUDA event without timing on the device; nothing at all on the
+// host, where every operation is finished when it returns). The Arena marks a stream's work so far
+// when another stream takes memory that stream freed, makes the taker wait for the mark on the
+// device (no host wait, no device-wide sync), and waits on the host only before it unmaps memory.
+// Internal to the library; the CUDA runtime calls it makes live in stream_order.cpp.
+#pragma once
+
+#include <memory>
+
+#include <cuvmm/types.hpp>
+
+namespace cuvmm::detail {
+
+class StreamOrder {
+ public:
+  using Marker = void*;  // a cudaEvent_t on the device; null on the host
+  virtual ~StreamOrder() = default;
+  virtual Marker create_marker() = 0;
+  virtual void destroy_marker(Marker marker) noexcept = 0;
+  /// Marks the work queued on `stream` so far.
+  virtual void mark(Marker marker, Stream stream) = 0;
+  /// Work queued on `waiter` from now on runs after the marked work.
+  virtual void order_after(Stream waiter, Marker marker) = 0;
+  /// Blocks the calling thread until the marked work is done.
+  virtual void wait(Marker marker) = 0;
+};
+
+/// The ordering for memory of `space` on `device` (events are made on that device).
+std::unique_ptr<StreamOrder> make_stream_order(MemorySpace space, int device);
+
+}  // namespace cuvmm::detail

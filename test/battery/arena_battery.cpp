@@ -1,0 +1,374 @@
+// The allocator test battery (see arena_battery.hpp): Arena behaviour that must hold on every
+// backend. Data checks write a per-allocation random pattern and compare every word; statistics
+// are compared with exact page counts and with the backend's own live-object tally.
+#include "arena_battery.hpp"
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <cuvmm/error.hpp>
+
+using namespace cuvmm;
+using namespace cuvmm::test;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+struct Allocation {
+  std::byte* p = nullptr;
+  std::size_t bytes = 0;
+  std::uint64_t seed = 0;
+  Stream stream = nullptr;
+};
+
+std::size_t pattern_bytes(std::size_t bytes) { return bytes / 4 * 4; }
+
+/// Sizes from 1 byte to 8 pages, spread evenly over their logarithm, so slabs and spans both get
+/// exercised.
+std::size_t random_size(std::mt19937_64& rng, std::size_t page) {
+  std::uniform_real_distribution<double> exponent(0.0, std::log2(8.0 * static_cast<double>(page)));
+  return std::max<std::size_t>(1, static_cast<std::size_t>(std::exp2(exponent(rng))));
+}
+
+/// No two live allocations overlap.
+void require_disjoint(std::vector<Allocation> live) {
+  std::sort(live.begin(), live.end(), [](auto& a, auto& b) { return a.p < b.p; });
+  for (std::size_t i = 1; i < live.size(); ++i) {
+    INFO("allocation " << i << " at " << static_cast<void*>(live[i].p));
+    REQUIRE(live[i - 1].p + live[i - 1].bytes <= live[i].p);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("random allocations of sizes from bytes to pages are aligned, disjoint and keep their data",
+          "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::mt19937_64 rng(20261129);
+  std::vector<Allocation> live;
+  std::size_t requested = 0;
+  for (int step = 0; step < 400; ++step) {
+    if (!live.empty() && rng() % 3 == 0) {
+      std::size_t const victim = rng() % live.size();
+      Allocation const a = live[victim];
+      REQUIRE(memory->mismatches(a.p, pattern_bytes(a.bytes), a.seed, stream) == 0);
+      arena.deallocate(a.p, a.bytes, stream);
+      requested -= a.bytes;
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
+      continue;
+    }
+    std::size_t const bytes = random_size(rng, arena.page_bytes());
+    std::size_t const alignment = (step % 7 == 0) ? arena.page_bytes() : Arena::default_alignment;
+    auto* p = static_cast<std::byte*>(arena.allocate(bytes, stream, alignment));
+    REQUIRE(p != nullptr);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(p) % alignment == 0);
+    Allocation const a{p, bytes, rng(), stream};
+    memory->write_pattern(a.p, pattern_bytes(a.bytes), a.seed, stream);
+    live.push_back(a);
+    requested += bytes;
+  }
+  require_disjoint(live);
+  for (auto const& a : live) REQUIRE(memory->mismatches(a.p, pattern_bytes(a.bytes), a.seed, stream) == 0);
+  ArenaStats const s = arena.stats();
+  CHECK(s.bytes_requested.current == requested);
+  CHECK(s.allocations.current == live.size());
+  CHECK(s.bytes_mapped.current == memory->backend().live_counts().bytes_mapped);
+  for (auto const& a : live) arena.deallocate(a.p, a.bytes, stream);
+  CHECK(arena.stats().bytes_requested.current == 0);
+  CHECK(arena.stats().allocations.current == 0);
+}
+
+TEST_CASE("statistics count requested, mapped and physical bytes and the driver calls exactly", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Backend& backend = memory->backend();
+  LiveCounts const before = backend.live_counts();
+  Arena arena(backend, memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+
+  ArenaStats s = arena.stats();
+  CHECK(s.bytes_reserved.current == arena.address_space_bytes());
+  CHECK(s.bytes_mapped.current == 0);
+  CHECK(s.chunks_created == 0);
+
+  void* big = arena.allocate(3 * page + 1, stream);  // a span of 4 pages
+  void* small = arena.allocate(1000, stream);        // a slab of one page
+  s = arena.stats();
+  CHECK(s.bytes_requested.current == 3 * page + 1 + 1000);
+  CHECK(s.allocations.current == 2);
+  CHECK(s.bytes_mapped.current == 5 * page);
+  CHECK(s.bytes_physical.current == 5 * page);
+  CHECK(s.chunks_created == 5);
+  CHECK(s.maps == 5);
+  CHECK(s.access_calls == 2);  // one per span of pages mapped side by side
+  CHECK(backend.live_counts().chunks == before.chunks + 5);
+  CHECK(backend.live_counts().bytes_mapped == before.bytes_mapped + 5 * page);
+
+  arena.deallocate(big, 3 * page + 1, stream);
+  arena.deallocate(small, 1000, stream);
+  s = arena.stats();
+  CHECK(s.bytes_requested.current == 0);
+  CHECK(s.bytes_requested.peak == 3 * page + 1 + 1000);
+  CHECK(s.bytes_requested.total == 3 * page + 1 + 1000);
+  CHECK(s.bytes_mapped.current == 5 * page);  // cached: mapped and free
+  CHECK(s.chunks_released == 0);
+
+  CHECK(arena.trim() == 5 * page);
+  s = arena.stats();
+  CHECK(s.bytes_mapped.current == 0);
+  CHECK(s.bytes_physical.current == 0);
+  CHECK(s.bytes_mapped.peak == 5 * page);
+  CHECK(s.chunks_released == 5);
+  CHECK(s.unmaps == 5);
+  CHECK(backend.live_counts().chunks == before.chunks);
+  CHECK(backend.live_counts().mappings == before.mappings);
+}
+
+TEST_CASE("memory freed on a stream is reused on that stream at once, with no driver call", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  for (std::size_t bytes : {std::size_t{64}, std::size_t{4000}, 2 * page + 16}) {
+    void* first = arena.allocate(bytes, stream);
+    arena.deallocate(first, bytes, stream);
+    ArenaStats const before = arena.stats();
+    void* again = arena.allocate(bytes, stream);
+    ArenaStats const after = arena.stats();
+    CHECK(again == first);
+    CHECK(after.chunks_created == before.chunks_created);
+    CHECK(after.maps == before.maps);
+    CHECK(after.cross_stream_reuses == before.cross_stream_reuses);
+    arena.deallocate(again, bytes, stream);
+  }
+}
+
+TEST_CASE("memory freed on one stream goes to another only through an event wait", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const one = memory->new_stream();
+  Stream const two = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  for (std::size_t bytes : {std::size_t{512}, 2 * page}) {
+    void* p = arena.allocate(bytes, one);
+    memory->write_pattern(p, pattern_bytes(bytes), 1, one);
+    arena.deallocate(p, bytes, one);
+    std::size_t const waits = arena.stats().cross_stream_reuses;
+    std::size_t const created = arena.stats().chunks_created;
+    void* q = arena.allocate(bytes, two);
+    CHECK(q == p);  // reused, not created anew...
+    CHECK(arena.stats().chunks_created == created);
+    CHECK(arena.stats().cross_stream_reuses == waits + 1);  // ...after stream two waits for stream one
+    memory->write_pattern(q, pattern_bytes(bytes), 2, two);
+    CHECK(memory->mismatches(q, pattern_bytes(bytes), 2, two) == 0);
+    arena.deallocate(q, bytes, two);
+  }
+}
+
+TEST_CASE("a large request is stitched from scattered free pages without growing the arena", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  ArenaOptions options = memory->options();
+  std::size_t const page = Arena(memory->backend(), options).page_bytes();
+  options.byte_limit = 8 * page;  // room for exactly 8 pages
+  Arena arena(memory->backend(), options);
+  Stream const stream = memory->new_stream();
+
+  std::vector<void*> pages;
+  for (int i = 0; i < 8; ++i) pages.push_back(arena.allocate(page, stream));
+  // Free every other page: 4 free pages, no two side by side.
+  for (int i = 0; i < 8; i += 2) arena.deallocate(pages[static_cast<std::size_t>(i)], page, stream);
+  CHECK(arena.stats().bytes_physical.current == 8 * page);
+  CHECK(arena.stats().fragmentation == 0.75);  // 4 free pages in 4 extents: the largest is 1 of 4
+
+  // A caching allocator would need 4 more pages here and fail at the limit; the arena remaps the
+  // four scattered pages behind one new run of addresses.
+  void* joined = arena.allocate(4 * page, stream);
+  REQUIRE(joined != nullptr);
+  memory->write_pattern(joined, 4 * page, 99, stream);
+  for (int i = 1; i < 8; i += 2) memory->write_pattern(pages[static_cast<std::size_t>(i)], page, 100 + i, stream);
+  CHECK(memory->mismatches(joined, 4 * page, 99, stream) == 0);
+  for (int i = 1; i < 8; i += 2) CHECK(memory->mismatches(pages[static_cast<std::size_t>(i)], page, 100 + i, stream) == 0);
+  ArenaStats const s = arena.stats();
+  CHECK(s.chunks_created == 8);
+  CHECK(s.bytes_physical.current == 8 * page);
+  CHECK(s.bytes_mapped.current == 8 * page);
+  CHECK(s.reclaims == 4);
+  CHECK(s.fragmentation == 0.0);
+
+  arena.deallocate(joined, 4 * page, stream);
+  for (int i = 1; i < 8; i += 2) arena.deallocate(pages[static_cast<std::size_t>(i)], page, stream);
+}
+
+TEST_CASE("at the byte limit a request fails with OutOfMemory, nothing changes, and the arena goes on",
+          "[arena][battery]") {
+  auto memory = make_battery_memory();
+  ArenaOptions options = memory->options();
+  std::size_t const page = Arena(memory->backend(), options).page_bytes();
+  options.byte_limit = 4 * page;
+  Arena arena(memory->backend(), options);
+  Stream const stream = memory->new_stream();
+
+  void* held = arena.allocate(3 * page, stream);
+  memory->write_pattern(held, 3 * page, 7, stream);
+  void* cached = arena.allocate(page, stream);
+  arena.deallocate(cached, page, stream);  // one cached page: reclaimed before giving up
+  ArenaStats const before = arena.stats();
+  REQUIRE_THROWS_AS(arena.allocate(2 * page, stream), OutOfMemory);
+  try {
+    (void)arena.allocate(2 * page, stream);
+  } catch (const OutOfMemory& e) {
+    CHECK_THAT(e.context(), ContainsSubstring("after reclaiming every cached page"));
+    CHECK_THAT(e.context(), ContainsSubstring("byte_limit"));
+  }
+  ArenaStats const after = arena.stats();
+  CHECK(after.bytes_requested.current == before.bytes_requested.current);
+  CHECK(after.allocations.current == 1);
+  CHECK(after.bytes_physical.current <= 4 * page);
+  CHECK(memory->mismatches(held, 3 * page, 7, stream) == 0);
+  // The page reclaimed during the failed attempt still serves a request that fits.
+  void* fits = arena.allocate(page, stream);
+  CHECK(fits != nullptr);
+  arena.deallocate(fits, page, stream);
+  arena.deallocate(held, 3 * page, stream);
+  void* whole = arena.allocate(4 * page, stream);
+  CHECK(whole != nullptr);
+  arena.deallocate(whole, 4 * page, stream);
+}
+
+TEST_CASE("trim gives every page not in use back to the driver", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Backend& backend = memory->backend();
+  Arena arena(backend, memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  std::size_t const chunks_before = backend.live_counts().chunks;
+
+  void* keep = arena.allocate(page, stream);
+  std::vector<std::pair<void*, std::size_t>> freed;
+  for (std::size_t n : {1, 2, 5}) freed.emplace_back(arena.allocate(n * page, stream), n * page);
+  void* block = arena.allocate(300, stream);  // a slab that empties
+  for (auto [p, bytes] : freed) arena.deallocate(p, bytes, stream);
+  arena.deallocate(block, 300, stream);
+  memory->synchronize(stream);
+  std::size_t const free_before = memory->free_bytes();
+
+  CHECK(arena.trim() == 9 * page);
+  CHECK(backend.live_counts().chunks == chunks_before + 1);  // only the page still in use
+  CHECK(memory->free_bytes() >= free_before + 9 * page);
+  CHECK(arena.stats().bytes_physical.current == page);
+  CHECK(arena.trim() == 0);
+  arena.deallocate(keep, page, stream);
+}
+
+TEST_CASE("bad frees and bad alignments get a clear error and change nothing", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  void* small = arena.allocate(100, stream);
+  void* large = arena.allocate(2 * page, stream);
+  ArenaStats const before = arena.stats();
+  int outside = 0;
+
+  CHECK_THROWS_WITH(arena.deallocate(&outside, 4, stream), ContainsSubstring("outside the arena"));
+  CHECK_THROWS_WITH(arena.deallocate(static_cast<std::byte*>(large) + 256, 100, stream),
+                    ContainsSubstring("not allocated by this arena"));
+  CHECK_THROWS_WITH(arena.deallocate(large, page, stream), ContainsSubstring("not the size allocated"));
+  CHECK_THROWS_WITH(arena.deallocate(small, 5000, stream), ContainsSubstring("not the size that was allocated"));
+  CHECK_THROWS_WITH(arena.deallocate(static_cast<std::byte*>(small) + 8, 100, stream),
+                    ContainsSubstring("not a live allocation"));
+  CHECK_THROWS_WITH(arena.allocate(64, stream, 3), ContainsSubstring("not a power of two"));
+  CHECK_THROWS_WITH(arena.allocate(64, stream, 2 * page), ContainsSubstring("not a power of two up to the page size"));
+  CHECK_THROWS_AS(arena.allocate(arena.address_space_bytes() + 1, stream), OutOfMemory);
+  CHECK(arena.allocate(0, stream) == nullptr);
+  arena.deallocate(nullptr, 0, stream);
+  ArenaStats const after = arena.stats();
+  CHECK(after.bytes_requested.current == before.bytes_requested.current);
+  CHECK(after.allocations.current == 2);
+
+  arena.deallocate(small, 100, stream);
+  CHECK_THROWS_WITH(arena.deallocate(small, 100, stream), ContainsSubstring("freed twice"));
+  arena.deallocate(large, 2 * page, stream);
+  CHECK_THROWS_WITH(arena.deallocate(large, 2 * page, stream), ContainsSubstring("not allocated by this arena"));
+  CHECK(arena.stats().allocations.current == 0);
+}
+
+TEST_CASE("16 threads allocating and freeing at once get disjoint memory that keeps their data",
+          "[arena][battery][threads]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  std::size_t const page = arena.page_bytes();
+  constexpr int threads = 16;
+  std::vector<Stream> streams;
+  for (int t = 0; t < threads; ++t) streams.push_back(memory->new_stream());
+  std::atomic<std::size_t> failures{0};
+  std::atomic<std::size_t> made{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      std::mt19937_64 rng(1000 + static_cast<unsigned>(t));
+      std::vector<Allocation> mine;
+      Stream const stream = streams[static_cast<std::size_t>(t)];
+      for (int step = 0; step < 150; ++step) {
+        if (!mine.empty() && rng() % 2 == 0) {
+          Allocation const a = mine.back();
+          mine.pop_back();
+          if (memory->mismatches(a.p, pattern_bytes(a.bytes), a.seed, stream) != 0) ++failures;
+          arena.deallocate(a.p, a.bytes, stream);
+          continue;
+        }
+        std::size_t const bytes = std::max<std::size_t>(4, random_size(rng, page / 2));
+        Allocation const a{static_cast<std::byte*>(arena.allocate(bytes, stream)), bytes, rng(), stream};
+        ++made;
+        memory->write_pattern(a.p, pattern_bytes(a.bytes), a.seed, stream);
+        mine.push_back(a);
+      }
+      for (auto const& a : mine) {
+        if (memory->mismatches(a.p, pattern_bytes(a.bytes), a.seed, stream) != 0) ++failures;
+        arena.deallocate(a.p, a.bytes, stream);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  CHECK(failures == 0);
+  ArenaStats const s = arena.stats();
+  CHECK(s.allocations.current == 0);
+  CHECK(s.bytes_requested.current == 0);
+  CHECK(s.allocations.total == made);
+  CHECK(s.allocations.peak >= 1);
+  CHECK(s.bytes_mapped.current == memory->backend().live_counts().bytes_mapped);
+}
+
+TEST_CASE("release_stream hands a stream's free memory to the others", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const going = memory->new_stream();
+  Stream const staying = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  void* block = arena.allocate(700, going);
+  void* span = arena.allocate(3 * page, going);
+  arena.deallocate(block, 700, going);
+  arena.deallocate(span, 3 * page, going);
+  std::size_t const created = arena.stats().chunks_created;
+  arena.release_stream(going);
+  CHECK(arena.stats().bytes_mapped.current == page);  // the slab stays; the span's pages were unmapped
+  // The block comes back without an event wait (the stream's work was waited for); the span's
+  // pages are stitched again from the pool.
+  std::size_t const waits = arena.stats().cross_stream_reuses;
+  void* block_again = arena.allocate(700, nullptr);
+  void* span_again = arena.allocate(3 * page, staying);
+  CHECK(block_again == block);
+  CHECK(arena.stats().cross_stream_reuses == waits);
+  CHECK(arena.stats().chunks_created == created);
+  arena.deallocate(block_again, 700, nullptr);
+  arena.deallocate(span_again, 3 * page, staying);
+}

@@ -1,0 +1,214 @@
+// Arena on the host backend: the allocator battery (test/battery) on host memory, the extent set
+// underneath, and every-k fault injection with leak checks on the backend's real tally.
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include <cuvmm/arena.hpp>
+#include <cuvmm/error.hpp>
+#include <cuvmm/fault_injecting_backend.hpp>
+#include <cuvmm/host_backend.hpp>
+
+#include "allocators/extent_set.hpp"
+#include "arena_battery.hpp"
+#include "observables.hpp"
+
+using namespace cuvmm;
+
+namespace {
+
+constexpr std::size_t host_page = 64 * KiB;
+constexpr std::size_t host_memory = 512 * MiB;
+
+std::uint32_t word(std::uint64_t seed, std::size_t index) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<std::uint32_t>(z ^ (z >> 31));
+}
+
+/// Host memory for the battery: 64 KiB pages, 512 MiB of "device" memory, fake stream handles.
+class HostBatteryMemory final : public test::BatteryMemory {
+ public:
+  Backend& backend() override { return backend_; }
+  ArenaOptions options() override {
+    ArenaOptions o;
+    o.address_space_bytes = 1 * GiB;
+    return o;
+  }
+  Stream new_stream() override { return reinterpret_cast<Stream>(static_cast<std::uintptr_t>(++streams_) * 64); }
+  void write_pattern(void* p, std::size_t bytes, std::uint64_t seed, Stream) override {
+    auto* words = static_cast<std::uint32_t*>(p);
+    for (std::size_t i = 0; i < bytes / 4; ++i) words[i] = word(seed, i);
+  }
+  std::size_t mismatches(const void* p, std::size_t bytes, std::uint64_t seed, Stream) override {
+    auto const* words = static_cast<const std::uint32_t*>(p);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < bytes / 4; ++i) wrong += words[i] != word(seed, i);
+    return wrong;
+  }
+  std::size_t free_bytes() override { return backend_.memory_info(0).free; }
+  void synchronize(Stream) override {}
+
+ private:
+  HostBackend backend_{{.granularity = host_page, .physical_limit = host_memory}};
+  std::atomic<int> streams_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<test::BatteryMemory> test::make_battery_memory() { return std::make_unique<HostBatteryMemory>(); }
+
+// --- the extent set ------------------------------------------------------------------------------
+
+TEST_CASE("the extent set merges neighbours and hands out the best fit", "[arena][extents]") {
+  detail::ExtentSet set;
+  set.insert(10, 2);
+  set.insert(20, 5);
+  set.insert(12, 3);  // touches [10, 12): merged into [10, 15)
+  CHECK(set.extent_count() == 2);
+  CHECK(set.pages() == 10);
+  CHECK(set.largest() == 5);
+  CHECK(set.take(4) == 10);  // both fit; the lowest address among the smallest fitting
+  CHECK(set.extents() == std::map<std::size_t, std::size_t>{{14, 1}, {20, 5}});
+  CHECK(set.take(1) == 14);  // exact fit beats splitting the big one
+  CHECK(set.take(6) == std::nullopt);
+  set.insert(15, 5);  // bridges nothing: [15, 20) touches [20, 25)
+  CHECK(set.extents() == std::map<std::size_t, std::size_t>{{15, 10}});
+  set.erase(17, 2);
+  CHECK(set.extents() == std::map<std::size_t, std::size_t>{{15, 2}, {19, 6}});
+  CHECK(set.pages() == 8);
+  set.insert(17, 2);
+  CHECK(set.extents() == std::map<std::size_t, std::size_t>{{15, 10}});
+}
+
+TEST_CASE("the extent set agrees with a page-by-page model under random use", "[arena][extents]") {
+  detail::ExtentSet set;
+  std::vector<bool> model(512, false);  // true: the page is in the set
+  std::mt19937_64 rng(5);
+  for (int step = 0; step < 4000; ++step) {
+    std::size_t const first = rng() % 512;
+    std::size_t const count = 1 + rng() % 16;
+    if (rng() % 2 == 0) {
+      bool clear = first + count <= model.size();
+      for (std::size_t i = first; clear && i < first + count; ++i) clear = !model[i];
+      if (!clear) continue;
+      set.insert(first, count);
+      for (std::size_t i = first; i < first + count; ++i) model[i] = true;
+    } else if (auto const got = set.take(count)) {
+      REQUIRE(std::all_of(model.begin() + static_cast<std::ptrdiff_t>(*got),
+                          model.begin() + static_cast<std::ptrdiff_t>(*got + count), [](bool in) { return in; }));
+      std::fill_n(model.begin() + static_cast<std::ptrdiff_t>(*got), count, false);
+    }
+    std::size_t pages = 0;
+    std::size_t previous_end = 0;
+    bool first_extent = true;
+    for (auto [f, c] : set.extents()) {
+      REQUIRE((first_extent || f > previous_end));  // never touching: always merged
+      REQUIRE(std::all_of(model.begin() + static_cast<std::ptrdiff_t>(f), model.begin() + static_cast<std::ptrdiff_t>(f + c),
+                          [](bool in) { return in; }));
+      pages += c;
+      previous_end = f + c;
+      first_extent = false;
+    }
+    REQUIRE(pages == static_cast<std::size_t>(std::count(model.begin(), model.end(), true)));
+    REQUIRE(set.pages() == pages);
+  }
+}
+
+// --- failures ------------------------------------------------------------------------------------
+
+TEST_CASE("a failure at any backend call leaves the arena as it was and leaks nothing", "[arena][faults]") {
+  HostBackend host({.granularity = host_page, .physical_limit = host_memory});
+  LiveCounts const empty = host.live_counts();
+  std::size_t const fds = test::open_fd_count();
+  auto const stream_a = reinterpret_cast<Stream>(std::uintptr_t{64});
+  auto const stream_b = reinterpret_cast<Stream>(std::uintptr_t{128});
+
+  // A script that needs every path: slabs, spans, reuse, stitching, stealing, trimming.
+  struct Op {
+    bool allocate;
+    std::size_t bytes;
+    Stream stream;
+    std::size_t slot;  // which live allocation (for frees) / where to keep it (for allocations)
+  };
+  std::vector<Op> const script = {
+      {true, 100, stream_a, 0},          {true, 3 * host_page, stream_a, 1}, {true, host_page, stream_a, 2},
+      {true, 5000, stream_b, 3},         {false, 0, stream_a, 1},            {true, host_page + 1, stream_a, 4},
+      {false, 0, stream_a, 2},           {true, 4 * host_page, stream_a, 5}, {false, 0, stream_b, 0},
+      {true, 100, stream_b, 6},          {false, 0, stream_b, 5},            {true, 2 * host_page, stream_b, 7},
+      {true, 9 * host_page, stream_b, 8},
+  };
+
+  std::size_t failures_injected = 0;
+  for (std::size_t k = 1;; ++k) {
+    INFO("failing backend call " << k);
+    bool fired = false;
+    {
+      FaultInjectingBackend faulty(host);
+      {
+        ArenaOptions options;
+        options.address_space_bytes = 64 * host_page;
+        Arena arena(faulty, options);
+        std::map<std::size_t, std::pair<void*, std::size_t>> live;
+        faulty.fail_nth(k, {}, k % 2 == 0 ? FaultInjectingBackend::Failure::out_of_memory
+                                           : FaultInjectingBackend::Failure::error);
+        for (Op const& op : script) {
+          if (!op.allocate) {
+            auto const [p, bytes] = live.at(op.slot);
+            arena.deallocate(p, bytes, op.stream);
+            live.erase(op.slot);
+            continue;
+          }
+          ArenaStats const before = arena.stats();
+          LiveCounts const counts_before = host.live_counts();
+          try {
+            void* p = arena.allocate(op.bytes, op.stream);
+            std::memset(p, 0x5A, op.bytes);
+            live[op.slot] = {p, op.bytes};
+          } catch (const std::exception&) {
+            REQUIRE(faulty.fired());
+            ArenaStats const after = arena.stats();
+            CHECK(after.bytes_requested.current == before.bytes_requested.current);
+            CHECK(after.allocations.current == before.allocations.current);
+            // Pages may have moved to the pool, never out of the backend's sight.
+            CHECK(host.live_counts().bytes_mapped <= counts_before.bytes_mapped);
+            CHECK(after.bytes_mapped.current == host.live_counts().bytes_mapped);
+            CHECK(after.bytes_physical.current == host.live_counts().bytes_physical);
+            break;
+          }
+        }
+        fired = faulty.fired();
+        // Every live allocation still holds what was written.
+        for (auto const& [slot, allocation] : live) {
+          auto const* bytes = static_cast<const unsigned char*>(allocation.first);
+          REQUIRE(std::all_of(bytes, bytes + allocation.second, [](unsigned char b) { return b == 0x5A; }));
+        }
+        faulty.disarm();
+        for (auto const& [slot, allocation] : live) arena.deallocate(allocation.first, allocation.second, stream_a);
+        arena.trim();
+        CHECK(host.live_counts().chunks == 0);
+        CHECK(host.live_counts().mappings == 0);
+      }
+    }
+    CHECK(host.live_counts() == empty);
+    CHECK(test::open_fd_count() == fds);
+    if (!fired) break;  // the script ran through: every call has been failed once
+    ++failures_injected;
+  }
+  CHECK(failures_injected >= 20);
+}
+
+TEST_CASE("a page size that is not a multiple of the granularity is refused", "[arena]") {
+  HostBackend host({.granularity = host_page});
+  ArenaOptions options;
+  options.address_space_bytes = 64 * host_page;
+  options.page_bytes = host_page + 4096;
+  CHECK_THROWS_AS(Arena(host, options), Error);
+  CHECK(host.live_counts() == LiveCounts{});
+}
