@@ -1,0 +1,106 @@
+// Arena on the H200: the allocator battery (test/battery) on device memory, stream ordering
+// against a kernel still running on the freeing stream, Thrust algorithms with ThrustAllocator,
+// and the cuda::mr resource.
+#include <catch2/catch_test_macros.hpp>
+
+#include <memory>
+#include <vector>
+
+#include <cuvmm/arena.hpp>
+#include <cuvmm/cuda_backend.hpp>
+
+#include "arena_battery.hpp"
+#include "arena_ops.hpp"
+#include "gpu.hpp"
+#include "gpu_support.hpp"
+#include "kernels.hpp"
+
+using namespace cuvmm;
+using namespace cuvmm::test;
+
+namespace {
+
+class DeviceBatteryMemory final : public BatteryMemory {
+ public:
+  DeviceBatteryMemory() { init_runtime(); }
+  Backend& backend() override { return cuda_backend(0); }
+  ArenaOptions options() override { return {}; }
+  cuvmm::Stream new_stream() override { return streams_.emplace_back(std::make_unique<test::Stream>())->get(); }
+  void write_pattern(void* p, std::size_t bytes, std::uint64_t seed, cuvmm::Stream stream) override {
+    CUVMM_CUDA_REQUIRE(launch_write_pattern(static_cast<std::uint32_t*>(p), bytes / 4, seed, stream));
+  }
+  std::size_t mismatches(const void* p, std::size_t bytes, std::uint64_t seed, cuvmm::Stream stream) override {
+    if (bytes < 4) return 0;
+    return check_pattern(static_cast<const std::uint32_t*>(p), bytes / 4, seed, stream).mismatches;
+  }
+  std::size_t free_bytes() override { return cuda_backend(0).memory_info(0).free; }
+  void synchronize(cuvmm::Stream stream) override { CUVMM_CUDA_REQUIRE(cudaStreamSynchronize(stream)); }
+
+ private:
+  std::vector<std::unique_ptr<test::Stream>> streams_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatteryMemory> test::make_battery_memory() {
+  require_gpu();
+  return std::make_unique<DeviceBatteryMemory>();
+}
+
+TEST_CASE("memory freed behind a running kernel reaches another stream only after that kernel", "[arena][gpu]") {
+  require_gpu();
+  init_runtime();
+  Arena arena;
+  test::Stream one, two;
+  constexpr std::size_t bytes = 1 * MiB;
+  for (bool small : {false, true}) {
+    std::size_t const size = small ? 4096 : bytes;
+    auto* p = static_cast<std::uint32_t*>(arena.allocate(size, one.get()));
+    // Stream one is still busy with p for ~50 ms when it frees it (as cudaFreeAsync allows).
+    CUVMM_CUDA_REQUIRE(launch_spin_then_fill(p, size / 4, poison, 50'000'000, one.get()));
+    arena.deallocate(p, size, one.get());
+    auto* q = static_cast<std::uint32_t*>(arena.allocate(size, two.get()));
+    REQUIRE(q == p);
+    std::uint64_t const seed = test_seed(small ? 2 : 1);
+    CUVMM_CUDA_REQUIRE(launch_write_pattern(q, size / 4, seed, two.get()));
+    one.synchronize();
+    two.synchronize();
+    // Unordered, stream two's pattern would have been overwritten by stream one's late poison.
+    CHECK(check_pattern(q, size / 4, seed, two.get()).mismatches == 0);
+    arena.deallocate(q, size, two.get());
+  }
+}
+
+TEST_CASE("Thrust sort, reduce, transform and copy give the same results with ThrustAllocator", "[arena][gpu][thrust]") {
+  require_gpu();
+  init_runtime();
+  Arena arena;
+  test::Stream stream;
+  std::uint64_t const seed = test_seed(3);
+  for (std::size_t count : {std::size_t{1000}, std::size_t{1} << 24}) {
+    ThrustResults const with_defaults = run_thrust_algorithms(nullptr, count, seed, stream.get());
+    std::size_t const allocations_before = arena.stats().allocations.total;
+    ThrustResults const with_arena = run_thrust_algorithms(&arena, count, seed, stream.get());
+    CHECK(with_arena.sorted);
+    CHECK(with_arena.copy_equal);
+    CHECK(with_arena == with_defaults);
+    // The host computes the sum itself: the results are right, not only equal.
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < count; ++i) sum += pattern_value(seed, i);
+    CHECK(with_arena.sum == sum);
+    // Three vectors plus sort's and the reductions' temporary storage came from the arena.
+    CHECK(arena.stats().allocations.total >= allocations_before + 4);
+    CHECK(arena.stats().allocations.current == 0);
+  }
+}
+
+TEST_CASE("the Arena serves cuda::mr through ArenaResource", "[arena][gpu]") {
+  require_gpu();
+  init_runtime();
+  Arena arena;
+  test::Stream stream;
+  CHECK(cuda_mr_round_trip(arena, 3 * MiB + 5, stream.get()) == 0);
+  CHECK(cuda_mr_round_trip(arena, 777, stream.get()) == 0);
+  CHECK(arena.stats().allocations.total == 2);
+  CHECK(arena.stats().allocations.current == 0);
+}
