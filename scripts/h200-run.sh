@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # One device-machine session: everything that needs the GPU, in one command, logs under $OUT.
-#   bash scripts/h200-run.sh BUILD_DIR [bench]
-# Runs cuvmm-info, the unit and gpu suites (test binaries directly: the build folder was made by
-# another Meson version), the gpu suite under compute-sanitizer memcheck, and with `bench` the
-# growth benchmarks (in one process, and each run in a fresh process). Keeps at most 8 files in
-# $OUT (the device tool's limit): cuvmm-info.txt, tests.log, summary.txt, sanitizer.log, bench.log,
-# growth.json (fresh processes), driver-calls.txt, results.tar.gz (Catch2 reports, the rest).
+#   bash scripts/h200-run.sh BUILD_DIR [growth] [arena]
+# Runs cuvmm-info, every test program (test binaries directly: the build folder was made by
+# another Meson version), the gpu and ipc programs under compute-sanitizer memcheck; with `growth`
+# the growth benchmarks (in one process, and each run in a fresh process) and the driver-call
+# costs; with `arena` the Arena benchmarks, PyTorch's allocator on the same trace, and the PyTorch
+# training example with the pluggable allocator. Keeps at most 8 files in $OUT (the device tool's
+# limit): summary.txt, tests.log, sanitizer.log, bench.log, growth.json, arena.json, torch.txt,
+# results.tar.gz (Catch2 reports, cuvmm-info, driver-call costs, the rest).
 set -uo pipefail
-build=${1:?usage: h200-run.sh BUILD_DIR [bench]}
-mode=${2:-}
+build=${1:?usage: h200-run.sh BUILD_DIR [growth] [arena]}
+shift
+modes=" $* "
 out=${OUT:-/tmp/cuvmm-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$build:${LD_LIBRARY_PATH:-}
@@ -19,11 +22,11 @@ status=0
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
   "$build/tools/cuvmm-info"
-} 2>&1 | tee "$out/cuvmm-info.txt"
+} 2>&1 | tee "$out/summary.txt" >"$results/cuvmm-info.txt"
 "$build/tools/cuvmm-info" --json >"$results/cuvmm-info.json" 2>&1
 
 echo "== test suites" | tee "$out/tests.log"
-for exe in "$build"/test/unit/unit_* "$build"/test/gpu/gpu_*; do
+for exe in "$build"/test/*/unit_* "$build"/test/*/gpu_* "$build"/test/*/ipc_*; do
   [ -x "$exe" ] && [ -f "$exe" ] || continue
   echo "-- $(basename "$exe")" | tee -a "$out/tests.log"
   CUVMM_TEST_RESULTS_DIR=$results/plain timeout 600 "$exe" >>"$out/tests.log" 2>&1
@@ -31,10 +34,10 @@ for exe in "$build"/test/unit/unit_* "$build"/test/gpu/gpu_*; do
   echo "   exit $rc" | tee -a "$out/tests.log"
   [ $rc -eq 0 ] || [ $rc -eq 77 ] || status=1
 done
-python3 scripts/test-summary.py "$results/plain" 2>&1 | tee "$out/summary.txt"
+python3 scripts/test-summary.py "$results/plain" 2>&1 | tee -a "$out/summary.txt"
 
-echo "== compute-sanitizer memcheck (gpu suite; cases that fault on purpose or fill the device excluded)" | tee "$out/sanitizer.log"
-for exe in "$build"/test/gpu/gpu_*; do
+echo "== compute-sanitizer memcheck (gpu and ipc programs; cases that fault on purpose or fill the device excluded)" | tee "$out/sanitizer.log"
+for exe in "$build"/test/*/gpu_* "$build"/test/*/ipc_*; do
   [ -x "$exe" ] && [ -f "$exe" ] || continue
   echo "-- $(basename "$exe")" | tee -a "$out/sanitizer.log"
   CUVMM_TEST_RESULTS_DIR=$results/memcheck timeout 600 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 \
@@ -46,7 +49,7 @@ done
 grep -E "ERROR SUMMARY|exit" "$out/sanitizer.log" | tail -20
 python3 scripts/test-summary.py "$results/memcheck" 2>&1 | tail -3 | tee -a "$out/summary.txt"
 
-if [ "$mode" = bench ]; then
+if [[ $modes == *" growth "* ]]; then
   # In one process: 5 iterations each; later iterations carry part of the previous teardown
   # (the driver completes large frees lazily, at later allocations).
   echo "== growth benchmark, in one process (5 iterations each)" | tee -a "$out/summary.txt"
@@ -70,8 +73,21 @@ if [ "$mode" = bench ]; then
   done
   python3 bench/merge_runs.py "$fresh"/*.json >"$out/growth.json"
   python3 bench/ratios.py "$out/growth.json" 2>&1 | tee -a "$out/summary.txt"
-  "$build/bench/bench_driver_calls" --benchmark_counters_tabular=true >"$out/driver-calls.txt" 2>&1 || status=1
-  grep -E "^(chunk|access|growth)" "$out/driver-calls.txt" | tail -12
+  "$build/bench/bench_driver_calls" --benchmark_counters_tabular=true >"$results/driver-calls.txt" 2>&1 || status=1
+  grep -E "^(chunk|access|growth)" "$results/driver-calls.txt" | tail -12 | tee -a "$out/summary.txt"
+fi
+
+if [[ $modes == *" arena "* ]]; then
+  echo "== arena benchmarks" | tee -a "$out/summary.txt"
+  CUVMM_TRACE_CSV=$results/trace.csv "$build/bench/bench_arena" --benchmark_out="$out/arena.json" \
+    --benchmark_out_format=json --benchmark_counters_tabular=true >>"$out/bench.log" 2>&1 || status=1
+  python3 bench/arena_ratios.py "$out/arena.json" 2>&1 | tee -a "$out/summary.txt"
+  echo "== PyTorch's caching allocator on the same trace" | tee -a "$out/torch.txt"
+  python3 bench/torch_trace.py "$results/trace.csv" 2>&1 | tee -a "$out/torch.txt" || status=1
+  echo "== PyTorch training with the cuvmm pluggable allocator vs the default" | tee -a "$out/torch.txt"
+  python3 examples/torch_pluggable_allocator.py --compare --library "$build/src/libcuvmm_torch.so" 2>&1 \
+    | tee -a "$out/torch.txt" || status=1
+  cat "$out/torch.txt" >>"$out/summary.txt"
 fi
 
 tar -C "$results" -czf "$out/results.tar.gz" .

@@ -50,8 +50,8 @@ std::unique_ptr<BatteryMemory> test::make_battery_memory() {
 TEST_CASE("memory freed behind a running kernel reaches another stream only after that kernel", "[arena][gpu]") {
   require_gpu();
   init_runtime();
+  test::Stream one, two;  // made before the arena: it waits for them when it goes
   Arena arena;
-  test::Stream one, two;
   constexpr std::size_t bytes = 1 * MiB;
   for (bool small : {false, true}) {
     std::size_t const size = small ? 4096 : bytes;
@@ -74,8 +74,8 @@ TEST_CASE("memory freed behind a running kernel reaches another stream only afte
 TEST_CASE("Thrust sort, reduce, transform and copy give the same results with ThrustAllocator", "[arena][gpu][thrust]") {
   require_gpu();
   init_runtime();
-  Arena arena;
   test::Stream stream;
+  Arena arena;
   std::uint64_t const seed = test_seed(3);
   for (std::size_t count : {std::size_t{1000}, std::size_t{1} << 24}) {
     ThrustResults const with_defaults = run_thrust_algorithms(nullptr, count, seed, stream.get());
@@ -97,8 +97,8 @@ TEST_CASE("Thrust sort, reduce, transform and copy give the same results with Th
 TEST_CASE("the Arena serves cuda::mr through ArenaResource", "[arena][gpu]") {
   require_gpu();
   init_runtime();
-  Arena arena;
   test::Stream stream;
+  Arena arena;
   CHECK(cuda_mr_round_trip(arena, 3 * MiB + 5, stream.get()) == 0);
   CHECK(cuda_mr_round_trip(arena, 777, stream.get()) == 0);
   CHECK(arena.stats().allocations.total == 2);
