@@ -14,7 +14,9 @@ def main() -> int:
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate":
             continue
-        runs[b["run_name"]].append(b)
+        # "pair/arena/65536/repeats:5" -> "pair/arena/65536"
+        name = "/".join(part for part in b["run_name"].split("/") if not part.startswith(("repeats:", "iterations:")))
+        runs[name].append(b)
 
     def median_us(name: str) -> float:
         entries = runs[name]
@@ -29,16 +31,19 @@ def main() -> int:
         print(f"  {int(size) // 1024:5d} KiB  arena {arena:8.3f} us  cudaMallocAsync {pool:8.3f} us  "
               f"cudaMalloc {plain:9.3f} us  arena/cudaMallocAsync {arena / pool:.3f}")
     print("random mixed-size trace (1 B .. 1 GiB), one stream")
-    for name in ("trace/arena", "trace/cudaMallocAsync"):
+    trace_names = sorted((n for n in runs if n.startswith("trace/arena")), key=lambda n: int(n.split(":")[-1]))
+    for name in trace_names + ["trace/cudaMallocAsync"]:
         for e in runs.get(name, []):
-            print(f"  {name.split('/')[1]:16s} utilization {e['utilization']:.3f}  "
+            print(f"  {name[len('trace/'):]:20s} utilization {e['utilization']:.3f}  "
                   f"(peak live {e['peak_live_GiB']:.2f} GiB, peak held {e['peak_held_GiB']:.2f} GiB)  "
                   f"largest after {e['largest_after']:.3f} ({e['largest_after_GiB']:.2f} GiB)  "
                   f"replay {e['real_time']:.0f} {e['time_unit']}")
-    arena_sort = median_us("sort/thrust_arena")
-    cub_sort = median_us("sort/cub_preallocated")
-    print(f"thrust::sort 2^28 uint32 with ThrustAllocator {arena_sort / 1e3:.2f} ms, "
-          f"CUB with preallocated temporary storage {cub_sort / 1e3:.2f} ms: ratio {arena_sort / cub_sort:.3f}")
+    print("sorting 2^28 uint32 keys in place (median of repetitions)")
+    cub_sort = median_us("sort/cub_double_buffer_preallocated")
+    sort_names = sorted((n for n in runs if n.startswith("sort/thrust_arena")), key=lambda n: int(n.split(":")[-1]))
+    for name in sort_names + ["sort/thrust_default/0", "sort/cub_double_buffer_preallocated", "sort/cub_preallocated"]:
+        t = median_us(name)
+        print(f"  {name[len('sort/'):]:34s} {t / 1e3:7.3f} ms  /cub_double_buffer_preallocated {t / cub_sort:.3f}")
     return 0
 
 

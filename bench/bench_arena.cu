@@ -7,8 +7,10 @@
 //               succeeds after the trace (with the trace's last live set still held) as a fraction
 //               of the memory not in live allocations. Arena and cudaMallocAsync's pool; PyTorch's
 //               caching allocator replays the same trace in bench/torch_trace.py.
-//   sort/...    thrust::sort of 2^28 uint32 keys with ThrustAllocator (temporary storage from the
-//               Arena) vs cub::DeviceRadixSort with temporary storage allocated beforehand.
+//   sort/...    thrust::sort of 2^28 uint32 keys in place with ThrustAllocator (temporary storage
+//               from the Arena) and with Thrust's default allocator, vs cub::DeviceRadixSort with
+//               every buffer allocated beforehand (in place with a DoubleBuffer, as thrust::sort
+//               sorts, and into a second array).
 // Environment: CUVMM_TRACE_CSV=path writes the trace replayed here (for torch_trace.py);
 // CUVMM_TRACE_LIVE_GIB (default 40) and CUVMM_TRACE_ALLOCATIONS (default 4000) size it.
 #include <benchmark/benchmark.h>
@@ -146,8 +148,10 @@ void report_trace(benchmark::State& state, std::size_t peak_live, std::size_t pe
 void BM_TraceArena(benchmark::State& state) {
   auto const& ops = trace();
   Stream s;
+  cuvmm::ArenaOptions options;
+  options.page_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
   for (auto _ : state) {
-    cuvmm::Arena arena;
+    cuvmm::Arena arena(options);
     std::vector<void*> pointers(ops.size(), nullptr);
     for (auto const& op : ops) {
       if (op.allocate) {
@@ -228,10 +232,15 @@ struct Key {
   __host__ __device__ std::uint32_t operator()(std::uint32_t i) const { return i * 2654435761u ^ 0x5bd1e995u; }
 };
 
-void BM_SortThrustAllocator(benchmark::State& state) {
+/// thrust::sort in place: with ThrustAllocator (temporary storage from the Arena) or Thrust's
+/// default (cudaMalloc/cudaFree per call).
+template <bool with_arena>
+void BM_SortThrust(benchmark::State& state) {
   std::size_t const n = std::size_t{1} << 28;
   Stream s;
-  cuvmm::Arena arena;
+  cuvmm::ArenaOptions options;
+  options.page_bytes = static_cast<std::size_t>(state.range(0)) * MiB;  // 0 (default allocator): unused
+  cuvmm::Arena arena(options);
   cuvmm::ThrustArenaResource resource(arena, s.stream);
   cuvmm::ThrustAllocator<std::uint32_t> alloc(resource);
   thrust::device_vector<std::uint32_t> keys(n);
@@ -240,28 +249,50 @@ void BM_SortThrustAllocator(benchmark::State& state) {
     thrust::tabulate(thrust::cuda::par.on(s.stream), keys.begin(), keys.end(), Key{});
     check(cudaStreamSynchronize(s.stream), "sync");
     state.ResumeTiming();
-    thrust::sort(thrust::cuda::par(alloc).on(s.stream), keys.begin(), keys.end());
+    if constexpr (with_arena) {
+      thrust::sort(thrust::cuda::par(alloc).on(s.stream), keys.begin(), keys.end());
+    } else {
+      thrust::sort(thrust::cuda::par.on(s.stream), keys.begin(), keys.end());
+    }
     check(cudaStreamSynchronize(s.stream), "sync");
   }
 }
 
-void BM_SortCubPreallocated(benchmark::State& state) {
+/// CUB's radix sort with every buffer allocated beforehand. `double_buffer`: in place, as
+/// thrust::sort is (keys and an alternate buffer; copied back when the result ends in the
+/// alternate); otherwise keys are sorted into a second array.
+template <bool double_buffer>
+void BM_SortCub(benchmark::State& state) {
   std::size_t const n = std::size_t{1} << 28;
   Stream s;
-  thrust::device_vector<std::uint32_t> keys(n), sorted(n);
-  std::size_t temp_bytes = 0;
+  thrust::device_vector<std::uint32_t> keys(n), other(n);
   auto* in = thrust::raw_pointer_cast(keys.data());
-  auto* out = thrust::raw_pointer_cast(sorted.data());
-  check(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, in, out, static_cast<int>(n), 0, 32, s.stream), "size");
+  auto* out = thrust::raw_pointer_cast(other.data());
+  cub::DoubleBuffer<std::uint32_t> buffers(in, out);
+  std::size_t temp_bytes = 0;
+  if constexpr (double_buffer) {
+    check(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, buffers, static_cast<int>(n), 0, 32, s.stream), "size");
+  } else {
+    check(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, in, out, static_cast<int>(n), 0, 32, s.stream), "size");
+  }
   thrust::device_vector<std::uint8_t> temp(temp_bytes);
+  void* temp_storage = thrust::raw_pointer_cast(temp.data());
   for (auto _ : state) {
     state.PauseTiming();
     thrust::tabulate(thrust::cuda::par.on(s.stream), keys.begin(), keys.end(), Key{});
+    buffers = cub::DoubleBuffer<std::uint32_t>(in, out);
     check(cudaStreamSynchronize(s.stream), "sync");
     state.ResumeTiming();
-    check(cub::DeviceRadixSort::SortKeys(thrust::raw_pointer_cast(temp.data()), temp_bytes, in, out, static_cast<int>(n),
-                                         0, 32, s.stream),
-          "SortKeys");
+    if constexpr (double_buffer) {
+      check(cub::DeviceRadixSort::SortKeys(temp_storage, temp_bytes, buffers, static_cast<int>(n), 0, 32, s.stream),
+            "SortKeys");
+      if (buffers.Current() != in) {
+        check(cudaMemcpyAsync(in, buffers.Current(), n * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, s.stream), "copy");
+      }
+    } else {
+      check(cub::DeviceRadixSort::SortKeys(temp_storage, temp_bytes, in, out, static_cast<int>(n), 0, 32, s.stream),
+            "SortKeys");
+    }
     check(cudaStreamSynchronize(s.stream), "sync");
   }
 }
@@ -271,9 +302,11 @@ void BM_SortCubPreallocated(benchmark::State& state) {
 BENCHMARK(BM_PairArena)->Name("pair/arena")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(5)->ReportAggregatesOnly(false);
 BENCHMARK(BM_PairMallocAsync)->Name("pair/cudaMallocAsync")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(5);
 BENCHMARK(BM_PairMalloc)->Name("pair/cudaMalloc")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(3);
-BENCHMARK(BM_TraceArena)->Name("trace/arena")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TraceArena)->Name("trace/arena")->ArgName("page_MiB")->Arg(2)->Arg(8)->Arg(32)->Arg(64)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceMallocAsync)->Name("trace/cudaMallocAsync")->Iterations(1)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SortThrustAllocator)->Name("sort/thrust_arena")->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SortCubPreallocated)->Name("sort/cub_preallocated")->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SortThrust<true>)->Name("sort/thrust_arena")->ArgName("page_MiB")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SortThrust<false>)->Name("sort/thrust_default")->Arg(0)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SortCub<true>)->Name("sort/cub_double_buffer_preallocated")->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SortCub<false>)->Name("sort/cub_preallocated")->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -13,6 +13,8 @@
 
 namespace cuvmm::test {
 
+/// Every member is thread-safe and reports failures by throwing (never with Catch2 assertions,
+/// which must not run on other threads).
 class BatteryMemory {
  public:
   virtual ~BatteryMemory() = default;
