@@ -6,7 +6,8 @@
 #   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit` suite;
 #   3. installs the library into a scratch prefix and builds a small consumer project against it
 #      through pkg-config, and again with cuvmm as a Meson subproject;
-#   4. prints the Catch2 test-case counts of every program and a closing
+#   4. fuzzes the Arena for 60 s with libFuzzer (scripts/fuzz.sh; clang 14, host backend);
+#   5. prints the Catch2 test-case counts of every program and a closing
 #      "tests: N passed, N failed, N skipped" line.
 # Exits non-zero if anything failed.
 set -uo pipefail
@@ -87,7 +88,10 @@ consumer_subproject() {
 step "consumer via pkg-config" consumer_pkgconfig
 step "consumer via subproject" consumer_subproject
 
-# 4. What ran: Catch2 test cases per program, skips with their reasons.
+# 4. The Arena under libFuzzer (clang, ASan+UBSan): random operation sequences, invariants checked.
+step "fuzz the Arena for 60 s (libFuzzer, host backend)" bash scripts/fuzz.sh 60
+
+# 5. What ran: Catch2 test cases per program, skips with their reasons.
 echo
 echo "==> Catch2 test cases (build: unit + gpu; build-asan: unit under ASan+UBSan)"
 step "test summary" python3 scripts/test-summary.py build/test-results build-asan/test-results

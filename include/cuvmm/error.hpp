@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <new>
-#include <source_location>
+#include <cuvmm/source_location.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -37,7 +37,7 @@ struct ErrorDetails {
   std::string code_name;  ///< e.g. "CUDA_ERROR_OUT_OF_MEMORY" or "ENOMEM"
   std::string code_text;  ///< the driver's or strerror's description
   std::string context;    ///< what cuvmm was doing, e.g. "creating a 2 MiB chunk on device 0"
-  std::source_location where = std::source_location::current();
+  cuvmm::source_location where = cuvmm::source_location::current();
 };
 
 /// Formats details as "call failed: CODE_NAME (code): text; context [file:line]".
@@ -54,7 +54,7 @@ class Error : public std::runtime_error {
   const std::string& code_name() const noexcept { return details_->code_name; }
   const std::string& code_text() const noexcept { return details_->code_text; }
   const std::string& context() const noexcept { return details_->context; }
-  const std::source_location& where() const noexcept { return details_->where; }
+  const cuvmm::source_location& where() const noexcept { return details_->where; }
   const ErrorDetails& details() const noexcept { return *details_; }
 
  protected:
@@ -80,7 +80,7 @@ class Unsupported : public Error {
 class CapacityExceeded : public Error {
  public:
   CapacityExceeded(std::size_t requested_bytes, std::size_t max_capacity_bytes,
-                   std::source_location where = std::source_location::current());
+                   cuvmm::source_location where = cuvmm::source_location::current());
   std::size_t requested_bytes() const noexcept { return requested_; }
   std::size_t max_capacity_bytes() const noexcept { return max_capacity_; }
 
@@ -100,7 +100,7 @@ class OutOfMemory : public std::bad_alloc {
   int code() const noexcept { return state_->details.code; }
   const std::string& code_name() const noexcept { return state_->details.code_name; }
   const std::string& context() const noexcept { return state_->details.context; }
-  const std::source_location& where() const noexcept { return state_->details.where; }
+  const cuvmm::source_location& where() const noexcept { return state_->details.where; }
   const ErrorDetails& details() const noexcept { return state_->details; }
 
  private:
@@ -113,10 +113,10 @@ class OutOfMemory : public std::bad_alloc {
 
 /// Throws cuvmm::Error for a failed cuvmm check (ErrorDomain::cuvmm), e.g. an invalid argument.
 [[noreturn]] void throw_invalid_argument(std::string_view call, std::string context,
-                                         std::source_location where = std::source_location::current());
+                                         cuvmm::source_location where = cuvmm::source_location::current());
 
 /// Throws for a failed system call: OutOfMemory for ENOMEM/ENOSPC, otherwise Error.
 [[noreturn]] void throw_errno(std::string_view call, int error_number, std::string context = {},
-                              std::source_location where = std::source_location::current());
+                              cuvmm::source_location where = cuvmm::source_location::current());
 
 }  // namespace cuvmm

@@ -3,14 +3,14 @@
 
 #include <cuda_runtime_api.h>
 
-#include <source_location>
+#include <cuvmm/source_location.hpp>
 
 #include "errors/runtime_check.hpp"
 
 namespace cuvmm::detail {
 namespace {
 
-void check(cudaError_t status, const char* call, std::source_location where = std::source_location::current()) {
+void check(cudaError_t status, const char* call, cuvmm::source_location where = cuvmm::source_location::current()) {
   check_runtime(status, call, "ordering arena memory between streams", where);
 }
 

@@ -41,7 +41,7 @@
 namespace cuvmm {
 namespace {
 
-using Source = std::source_location;
+using Source = cuvmm::source_location;
 
 std::string bytes_text(std::size_t bytes) {
   if (bytes != 0 && bytes % GiB == 0) return std::to_string(bytes / GiB) + " GiB";

@@ -20,7 +20,7 @@
 namespace cuvmm {
 namespace {
 
-using Source = std::source_location;
+using Source = cuvmm::source_location;
 
 bool attribute(CUdevice device, CUdevice_attribute which) {
   int value = 0;

@@ -108,7 +108,7 @@ CUresult unresolved_result() noexcept {
 }
 
 namespace {
-[[noreturn]] void throw_no_driver(std::string_view call, std::string context, std::source_location where) {
+[[noreturn]] void throw_no_driver(std::string_view call, std::string context, cuvmm::source_location where) {
   ErrorDetails details;
   details.call = std::string(call);
   details.domain = ErrorDomain::cuvmm;
@@ -119,7 +119,7 @@ namespace {
 }
 }  // namespace
 
-void throw_error(Slot slot, CUresult result, std::string context, std::source_location where) {
+void throw_error(Slot slot, CUresult result, std::string context, cuvmm::source_location where) {
   SymbolInfo const& symbol = symbols[static_cast<std::size_t>(slot)];
   if (!availability().available) throw_no_driver(symbol.name, std::move(context), where);
   ErrorDetails details;
@@ -145,7 +145,7 @@ void throw_error(Slot slot, CUresult result, std::string context, std::source_lo
 
 }  // namespace detail
 
-void require_driver(std::string_view what, std::source_location where) {
+void require_driver(std::string_view what, cuvmm::source_location where) {
   if (!availability().available) detail::throw_no_driver(what, {}, where);
 }
 
@@ -161,7 +161,7 @@ std::string error_text(CUresult result) noexcept {
   return "unknown CUDA driver error";
 }
 
-PrimaryContext::PrimaryContext(CUdevice device, std::source_location where) : device_(device) {
+PrimaryContext::PrimaryContext(CUdevice device, cuvmm::source_location where) : device_(device) {
   CUresult const result = device_primary_ctx_retain.no_throw(&context_, device);
   if (result != CUDA_SUCCESS) {
     context_ = nullptr;
@@ -177,7 +177,7 @@ void PrimaryContext::reset() noexcept {
   context_ = nullptr;
 }
 
-CurrentContextScope::CurrentContextScope(CUcontext context, std::source_location where) {
+CurrentContextScope::CurrentContextScope(CUcontext context, cuvmm::source_location where) {
   CUresult result = ctx_get_current.no_throw(&previous_);
   if (result != CUDA_SUCCESS) ctx_get_current.throw_error(result, "reading the current context", where);
   if (previous_ == context) return;

@@ -12,7 +12,7 @@
 //        CUresult r = driver::mem_unmap.no_throw(ptr, size);          // for destructors
 //        driver::mem_create.throw_error(r, "creating ...");           // throw with context
 //    The throwing form throws cuvmm::Error carrying the call name, the CUresult's name and text (from
-//    cuGetErrorName/cuGetErrorString) and the caller's std::source_location;
+//    cuGetErrorName/cuGetErrorString) and the caller's cuvmm::source_location;
 //    CUDA_ERROR_OUT_OF_MEMORY becomes cuvmm::OutOfMemory, a symbol this driver lacks cuvmm::Unsupported
 //    naming it, and no driver at all a cuvmm::Error saying "no CUDA driver found". The noexcept form
 //    returns the CUresult untouched (CUDA_ERROR_DEINITIALIZED at process exit included), or
@@ -28,7 +28,7 @@
 
 #include <array>
 #include <cstddef>
-#include <source_location>
+#include <cuvmm/source_location.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -116,7 +116,7 @@ struct Availability {
 const Availability& availability() noexcept;
 
 /// Throws cuvmm::Error ("no CUDA driver found: ...") unless the driver is available.
-void require_driver(std::string_view what, std::source_location where = std::source_location::current());
+void require_driver(std::string_view what, cuvmm::source_location where = cuvmm::source_location::current());
 
 /// The driver's name and description of a result, e.g. "CUDA_ERROR_OUT_OF_MEMORY"; never throws.
 std::string error_name(CUresult result) noexcept;
@@ -134,7 +134,7 @@ void* resolved(Slot slot) noexcept;
 /// What a noexcept wrapper returns when `slot` has no function.
 CUresult unresolved_result() noexcept;
 /// Throws the cuvmm error for `result` of the call in `slot`.
-[[noreturn]] void throw_error(Slot slot, CUresult result, std::string context, std::source_location where);
+[[noreturn]] void throw_error(Slot slot, CUresult result, std::string context, cuvmm::source_location where);
 }  // namespace detail
 
 template <class Function>
@@ -164,14 +164,14 @@ class EntryPoint<CUresult (*)(Params...)> {
   }
 
   /// Calls the driver; throws the matching cuvmm error unless it returns CUDA_SUCCESS.
-  void operator()(Params... args, std::source_location where = std::source_location::current()) const {
+  void operator()(Params... args, cuvmm::source_location where = cuvmm::source_location::current()) const {
     CUresult const result = no_throw(args...);
     if (result != CUDA_SUCCESS) detail::throw_error(slot_, result, {}, where);
   }
 
   /// Throws the cuvmm error for `result` (not CUDA_SUCCESS) of this call, with `context`.
   [[noreturn]] void throw_error(CUresult result, std::string context = {},
-                                std::source_location where = std::source_location::current()) const {
+                                cuvmm::source_location where = cuvmm::source_location::current()) const {
     detail::throw_error(slot_, result, std::move(context), where);
   }
 
@@ -189,7 +189,7 @@ class PrimaryContext {
  public:
   PrimaryContext() noexcept = default;
   /// Throws cuvmm::Error.
-  explicit PrimaryContext(CUdevice device, std::source_location where = std::source_location::current());
+  explicit PrimaryContext(CUdevice device, cuvmm::source_location where = cuvmm::source_location::current());
   PrimaryContext(const PrimaryContext&) = delete;
   PrimaryContext& operator=(const PrimaryContext&) = delete;
   PrimaryContext(PrimaryContext&& other) noexcept
@@ -218,7 +218,7 @@ class CurrentContextScope {
  public:
   /// Throws cuvmm::Error.
   explicit CurrentContextScope(CUcontext context,
-                               std::source_location where = std::source_location::current());
+                               cuvmm::source_location where = cuvmm::source_location::current());
   CurrentContextScope(const CurrentContextScope&) = delete;
   CurrentContextScope& operator=(const CurrentContextScope&) = delete;
   ~CurrentContextScope();

@@ -87,7 +87,7 @@ Unsupported::Unsupported(std::string capability, std::string remedy, ErrorDetail
       remedy_(std::make_shared<const std::string>(std::move(remedy))) {}
 
 namespace {
-ErrorDetails capacity_details(std::size_t requested, std::size_t max_capacity, std::source_location where) {
+ErrorDetails capacity_details(std::size_t requested, std::size_t max_capacity, cuvmm::source_location where) {
   ErrorDetails d;
   d.call = "grow";
   d.domain = ErrorDomain::cuvmm;
@@ -100,7 +100,7 @@ ErrorDetails capacity_details(std::size_t requested, std::size_t max_capacity, s
 }  // namespace
 
 CapacityExceeded::CapacityExceeded(std::size_t requested_bytes, std::size_t max_capacity_bytes,
-                                   std::source_location where)
+                                   cuvmm::source_location where)
     : Error(capacity_details(requested_bytes, max_capacity_bytes, where)),
       requested_(requested_bytes),
       max_capacity_(max_capacity_bytes) {}
@@ -112,7 +112,7 @@ OutOfMemory::OutOfMemory(ErrorDetails details) {
 
 const char* OutOfMemory::what() const noexcept { return state_->message.c_str(); }
 
-void throw_invalid_argument(std::string_view call, std::string context, std::source_location where) {
+void throw_invalid_argument(std::string_view call, std::string context, cuvmm::source_location where) {
   ErrorDetails d;
   d.call = std::string(call);
   d.domain = ErrorDomain::cuvmm;
@@ -122,7 +122,7 @@ void throw_invalid_argument(std::string_view call, std::string context, std::sou
   throw Error(std::move(d));
 }
 
-void throw_errno(std::string_view call, int error_number, std::string context, std::source_location where) {
+void throw_errno(std::string_view call, int error_number, std::string context, cuvmm::source_location where) {
   ErrorDetails d;
   d.call = std::string(call);
   d.domain = ErrorDomain::posix;

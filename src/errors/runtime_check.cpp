@@ -4,7 +4,7 @@
 
 namespace cuvmm::detail {
 
-void check_runtime(cudaError_t status, const char* call, std::string context, std::source_location where) {
+void check_runtime(cudaError_t status, const char* call, std::string context, cuvmm::source_location where) {
   if (status == cudaSuccess) return;
   ErrorDetails d;
   d.call = call;

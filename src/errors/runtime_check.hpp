@@ -5,12 +5,12 @@
 
 #include <cuda_runtime_api.h>
 
-#include <source_location>
+#include <cuvmm/source_location.hpp>
 #include <string>
 
 namespace cuvmm::detail {
 
 void check_runtime(cudaError_t status, const char* call, std::string context = {},
-                   std::source_location where = std::source_location::current());
+                   cuvmm::source_location where = cuvmm::source_location::current());
 
 }  // namespace cuvmm::detail

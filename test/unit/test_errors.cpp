@@ -3,7 +3,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
-#include <source_location>
+#include <cuvmm/source_location.hpp>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -25,7 +25,7 @@ constexpr const char* this_file = "test_errors.cpp";
 
 std::string at_line(std::uint_least32_t line) { return std::string(" [") + this_file + ":" + std::to_string(line) + "]"; }
 
-cuvmm::ErrorDetails driver_failure(std::source_location where = std::source_location::current()) {
+cuvmm::ErrorDetails driver_failure(cuvmm::source_location where = cuvmm::source_location::current()) {
   cuvmm::ErrorDetails details;
   details.call = "cuMemCreate";
   details.domain = cuvmm::ErrorDomain::cuda;
@@ -52,7 +52,7 @@ static_assert(std::is_nothrow_copy_constructible_v<cuvmm::OutOfMemory>);
 
 TEST_CASE("an error message carries the call, the code's name, number and text, the context and file:line",
           "[errors]") {
-  std::uint_least32_t const line = std::source_location::current().line() + 1;
+  std::uint_least32_t const line = cuvmm::source_location::current().line() + 1;
   cuvmm::Error const error(driver_failure());
 
   CHECK(std::string(error.what()) ==
@@ -70,7 +70,7 @@ TEST_CASE("an error message carries the call, the code's name, number and text, 
 TEST_CASE("an invalid-argument error names the call and the context, without a code number", "[errors]") {
   std::uint_least32_t line = 0;
   auto const error = cuvmm::test::thrown_by<cuvmm::Error>([&] {
-    line = std::source_location::current().line() + 1;
+    line = cuvmm::source_location::current().line() + 1;
     cuvmm::throw_invalid_argument("HostBackend::map", "size 4096 is not the chunk's size 65536");
   });
 
@@ -82,7 +82,7 @@ TEST_CASE("an invalid-argument error names the call and the context, without a c
 }
 
 TEST_CASE("OutOfMemory is a std::bad_alloc with the same details, and not a cuvmm::Error", "[errors]") {
-  std::uint_least32_t const line = std::source_location::current().line() + 1;
+  std::uint_least32_t const line = cuvmm::source_location::current().line() + 1;
   cuvmm::ErrorDetails const details = driver_failure();
 
   bool caught_as_bad_alloc = false;
@@ -144,7 +144,7 @@ TEST_CASE("Unsupported names the missing capability and the remedy", "[errors]")
 }
 
 TEST_CASE("CapacityExceeded reports the requested size and the capacity", "[errors]") {
-  std::uint_least32_t const line = std::source_location::current().line() + 1;
+  std::uint_least32_t const line = cuvmm::source_location::current().line() + 1;
   cuvmm::CapacityExceeded const error(3 * cuvmm::GiB + 17, 2 * cuvmm::GiB);
 
   CHECK(error.requested_bytes() == 3 * cuvmm::GiB + 17);
@@ -178,7 +178,7 @@ TEST_CASE("throw_errno turns ENOMEM and ENOSPC into OutOfMemory", "[errors]") {
   for (int const error_number : {ENOMEM, ENOSPC}) {
     std::uint_least32_t line = 0;
     auto const oom = cuvmm::test::thrown_by<cuvmm::OutOfMemory>([&] {
-      line = std::source_location::current().line() + 1;
+      line = cuvmm::source_location::current().line() + 1;
       cuvmm::throw_errno("fallocate", error_number, "creating a chunk of 65536 bytes");
     });
     CHECK(oom.call() == "fallocate");
