@@ -13,8 +13,8 @@
 // Large request of n pages on stream S, cheapest first:
 //   1. best fit in S's cached extents (no driver call: the fast path);
 //   2. best fit in another stream's cached extents, after making S wait for that stream's event;
-//   3. stitch: n unmapped slots, n pages from the pool, else from S's cached extents (unmapped:
-//      reusable at once on S), else newly created; when the device or byte_limit refuses, every
+//   3. stitch: n unmapped slots, n pages from the pool, else from S's cached extents (unmapped
+//      after a host wait for S's queued work), else newly created; when the device or byte_limit refuses, every
 //      stream is waited for, every cached extent and empty slab is unmapped, and creation is tried
 //      again; then OutOfMemory. The n pages are mapped side by side and granted access with one call.
 // Small request: S's free blocks of the class, else a fresh block of a slab S opened, else the
@@ -239,8 +239,9 @@ bool Arena::State::create_page(std::vector<PhysicalChunk>& out) {
 }
 
 /// Moves `count` pages into `out`: pooled ones, then ones unmapped from `s`'s cached extents
-/// (safe at once: the next user is `s` itself), then new ones; when the device or the byte limit
-/// refuses, waits for every stream and unmaps all cached memory and empty slabs, then tries again.
+/// (after waiting for `s`'s queued work: unmapping does not wait), then new ones; when the device
+/// or the byte limit refuses, waits for every stream and unmaps all cached memory and empty
+/// slabs, then tries again.
 void Arena::State::gather_pages(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out) {
   auto const from_pool = [&] {
     while (out.size() < count && !pool.empty()) {
@@ -249,7 +250,10 @@ void Arena::State::gather_pages(std::size_t count, StreamState& s, std::vector<P
     }
   };
   from_pool();
-  if (out.size() < count) {
+  if (out.size() < count && !s.cached.empty()) {
+    // Work queued on `s` may still use what it freed, and unmapping does not wait for it.
+    order->mark(s.marker, s.stream);
+    order->wait(s.marker);
     unmap_cached(s, count - out.size());
     from_pool();
   }

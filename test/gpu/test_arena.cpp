@@ -82,6 +82,27 @@ TEST_CASE("memory freed behind a running kernel reaches another stream only afte
   }
 }
 
+TEST_CASE("pages a running kernel still uses are unmapped for stitching only after that kernel", "[arena][gpu]") {
+  require_gpu();
+  init_runtime();
+  test::Stream stream;
+  Arena arena;
+  std::size_t const page = arena.page_bytes();
+  auto* busy = static_cast<std::uint32_t*>(arena.allocate(page, stream.get()));
+  CUVMM_CUDA_REQUIRE(launch_spin_then_fill(busy, page / 4, poison, 50'000'000, stream.get()));
+  arena.deallocate(busy, page, stream.get());
+  // Two pages: no cached extent is large enough, so the freed page is unmapped and stitched in.
+  // Unmapped under the running kernel, it would fault (CUDA_ERROR_ILLEGAL_ADDRESS).
+  std::size_t const reclaims = arena.stats().reclaims;
+  auto* joined = static_cast<std::uint32_t*>(arena.allocate(2 * page, stream.get()));
+  CHECK(arena.stats().reclaims == reclaims + 1);
+  std::uint64_t const seed = test_seed(4);
+  CUVMM_CUDA_REQUIRE(launch_write_pattern(joined, 2 * page / 4, seed, stream.get()));
+  CUVMM_CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
+  CHECK(check_pattern(joined, 2 * page / 4, seed, stream.get()).mismatches == 0);
+  arena.deallocate(joined, 2 * page, stream.get());
+}
+
 TEST_CASE("Thrust sort, reduce, transform and copy give the same results with ThrustAllocator", "[arena][gpu][thrust]") {
   require_gpu();
   init_runtime();
