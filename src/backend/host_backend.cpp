@@ -8,8 +8,10 @@
 // How each call maps onto the kernel:
 //  - reserve:      mmap(PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE) of size + alignment,
 //                  then munmap of the head and tail so the kept part is aligned.
-//  - create_chunk: memfd_create(MFD_CLOEXEC) + fallocate, so the pages exist now: exhaustion is
-//                  OutOfMemory at this call, never a SIGBUS at first touch.
+//  - create_chunk: memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING) + fallocate, so the pages exist now:
+//                  exhaustion is OutOfMemory at this call, never a SIGBUS at first touch; then sealed
+//                  against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), so no
+//                  process that holds the fd can truncate the memory under another's mapping.
 //  - map:          mmap(MAP_FIXED | MAP_SHARED, PROT_NONE) of the whole memfd. MAP_FIXED silently
 //                  replaces whatever is there, so the books must first show the span reserved by us
 //                  and not mapped; that check is what keeps this call from corrupting the process.
@@ -17,7 +19,10 @@
 //                  span: the memory goes, the reservation keeps no hole another mmap could take.
 //  - set_access:   mprotect. Grants name devices; the host has one accessor (the CPU), so the most
 //                  permissive grant in the list is applied to the whole span.
-//  - posix fds:    export dups the memfd (close-on-exec); import dups the caller's fd (not consumed).
+//  - posix fds:    export dups the memfd (close-on-exec); import dups the caller's fd (not consumed)
+//                  after checking it is a memfd sealed against shrinking, of the announced size,
+//                  open read-write: any other descriptor (a pipe, a file on disk, an unsealed memfd
+//                  its sender could truncate into a SIGBUS here) is refused.
 //  - fabric:       not on the host: cuvmm::Unsupported.
 //
 // Invariants, as the CUDA driver has them: chunk, range and mapping sizes are multiples of the
@@ -63,6 +68,9 @@ std::size_t system_page_size() noexcept {
   long const page = ::sysconf(_SC_PAGESIZE);
   return page > 0 ? static_cast<std::size_t>(page) : std::size_t{4096};
 }
+
+/// The seals of every chunk's memfd: its size is fixed for good.
+constexpr int chunk_seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 bool is_power_of_two(std::size_t value) noexcept { return value != 0 && (value & (value - 1)) == 0; }
 
@@ -327,13 +335,14 @@ ChunkHandle HostBackend::create_chunk(std::size_t size, const ChunkProperties& p
     }
   } hold{s, size};
 
-  UniqueFd memfd(::memfd_create("cuvmm-chunk", MFD_CLOEXEC));
+  UniqueFd memfd(::memfd_create("cuvmm-chunk", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!memfd) throw_errno("memfd_create", errno, what);
   int error = 0;
   do {
     error = ::fallocate(memfd.get(), 0, 0, static_cast<off_t>(size)) == 0 ? 0 : errno;
   } while (error == EINTR);
   if (error != 0) throw_errno("fallocate", error, what);
+  if (::fcntl(memfd.get(), F_ADD_SEALS, chunk_seals) != 0) throw_errno("fcntl(F_ADD_SEALS)", errno, what);
 
   auto chunk = std::make_shared<State::Chunk>();
   chunk->info = ChunkInfo{size, props.device, props.shareable, false};
@@ -461,7 +470,7 @@ ChunkHandle HostBackend::import_posix_fd(int fd, std::size_t expected_size) {
   std::string const what = "importing fd " + std::to_string(fd);
   struct stat status {};
   if (::fstat(fd, &status) != 0) throw_errno("fstat", errno, what);
-  if (!S_ISREG(status.st_mode)) throw_invalid_argument(call, what + ": not a memfd or regular file");
+  if (!S_ISREG(status.st_mode)) throw_invalid_argument(call, what + ": not a memfd (not even a regular file)");
   std::size_t const size = static_cast<std::size_t>(status.st_size);
   s.check_granular(call, what + ": file size", size);
   if (size != expected_size) {
@@ -471,6 +480,13 @@ ChunkHandle HostBackend::import_posix_fd(int fd, std::size_t expected_size) {
   int const flags = ::fcntl(fd, F_GETFL);
   if (flags < 0) throw_errno("fcntl(F_GETFL)", errno, what);
   if ((flags & O_ACCMODE) != O_RDWR) throw_invalid_argument(call, what + ": not open for reading and writing");
+  int const seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 && errno != EINVAL) throw_errno("fcntl(F_GET_SEALS)", errno, what);
+  if (seals < 0) throw_invalid_argument(call, what + ": a regular file, not a memfd");
+  if ((seals & F_SEAL_SHRINK) == 0) {
+    throw_invalid_argument(call, what + ": a memfd not sealed against shrinking (F_SEAL_SHRINK), which its "
+                                        "sender could truncate under the mapping");
+  }
 
   UniqueFd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (!own) throw_errno("fcntl(F_DUPFD_CLOEXEC)", errno, what);

@@ -475,7 +475,8 @@ TEST_CASE("fabric handles are unsupported on the host backend, with POSIX fds as
   CHECK(backend.live_counts() == LiveCounts{});
 }
 
-TEST_CASE("import_posix_fd accepts only read-write files sized in whole granules", "[host_backend]") {
+TEST_CASE("import_posix_fd accepts only read-write memfds sealed against shrinking, sized in whole granules",
+          "[host_backend]") {
   std::size_t const fd_baseline = open_fd_count();
   HostBackend backend(options(G));
   auto const import_error = [&](int fd) {
@@ -495,7 +496,7 @@ TEST_CASE("import_posix_fd accepts only read-write files sized in whole granules
   REQUIRE(::pipe2(pipe_ends, O_CLOEXEC) == 0);
   cuvmm::UniqueFd const pipe_read(pipe_ends[0]);
   cuvmm::UniqueFd const pipe_write(pipe_ends[1]);
-  CHECK_THAT(import_error(pipe_read.get()), ContainsSubstring("not a memfd or regular file"));
+  CHECK_THAT(import_error(pipe_read.get()), ContainsSubstring("not a memfd (not even a regular file)"));
 
   cuvmm::UniqueFd const odd(::memfd_create("odd-size", MFD_CLOEXEC));
   REQUIRE(::ftruncate(odd.get(), static_cast<off_t>(G + page_size())) == 0);
@@ -504,26 +505,31 @@ TEST_CASE("import_posix_fd accepts only read-write files sized in whole granules
   cuvmm::UniqueFd const empty(::memfd_create("empty", MFD_CLOEXEC));
   CHECK_THAT(import_error(empty.get()), ContainsSubstring("file size 0"));
 
-  cuvmm::UniqueFd const sized(::memfd_create("sized", MFD_CLOEXEC));
+  cuvmm::UniqueFd const unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
+  REQUIRE(::ftruncate(unsealed.get(), static_cast<off_t>(2 * G)) == 0);
+  CHECK_THAT(import_error(unsealed.get()), ContainsSubstring("not sealed against shrinking"));
+
+  cuvmm::UniqueFd const sized(::memfd_create("sized", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   REQUIRE(::ftruncate(sized.get(), static_cast<off_t>(2 * G)) == 0);
+  REQUIRE(::fcntl(sized.get(), F_ADD_SEALS, F_SEAL_SHRINK) == 0);
   std::string const path = "/proc/self/fd/" + std::to_string(sized.get());
   cuvmm::UniqueFd const read_only(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   REQUIRE(read_only.valid());
   CHECK_THAT(import_error(read_only.get()), ContainsSubstring("not open for reading and writing"));
 
   CHECK(backend.live_counts() == LiveCounts{});
-  CHECK(open_fd_count() == fd_baseline + 6);  // only the descriptors this test opened itself
+  CHECK(open_fd_count() == fd_baseline + 7);  // only the descriptors this test opened itself
 
   // The size must be the one announced.
   CHECK_THAT(import_error_sized(sized.get(), G), ContainsSubstring("not the 65536 announced"));
 
-  // A plain memfd of whole granules is accepted, and importing it takes no ownership of it.
+  // A sealed memfd of whole granules is accepted, and importing it takes no ownership of it.
   ChunkHandle const chunk = backend.import_posix_fd(sized.get(), 2 * G);
   CHECK(backend.chunk_info(chunk).size == 2 * G);
-  CHECK(open_fd_count() == fd_baseline + 7);
+  CHECK(open_fd_count() == fd_baseline + 8);
   backend.release_chunk(chunk);
   CHECK(::fcntl(sized.get(), F_GETFD) != -1);
-  CHECK(open_fd_count() == fd_baseline + 6);
+  CHECK(open_fd_count() == fd_baseline + 7);
 }
 
 TEST_CASE("past the physical limit create_chunk throws OutOfMemory and leaks nothing", "[host_backend]") {
