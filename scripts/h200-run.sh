@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device-machine session: everything that needs the GPU, in one command, logs under $OUT.
 #   bash scripts/h200-run.sh BUILD_DIR [bench]
-# Runs cuvmm-info, the unit and gpu suites (test binaries directly: the build folder was made by
-# another Meson version), the gpu suite under compute-sanitizer memcheck, and with `bench` the
+# Runs cuvmm-info, the unit, gpu and ipc suites (test binaries directly: the build folder was made by
+# another Meson version; ipc_mpi is skipped: it is linked against the build machine's Open MPI, which
+# this machine lacks), the gpu suite and ipc_gpu_sharing under compute-sanitizer memcheck, and with `bench` the
 # growth benchmarks (in one process, and each run in a fresh process). Keeps at most 8 files in
 # $OUT (the device tool's limit): cuvmm-info.txt, tests.log, summary.txt, sanitizer.log, bench.log,
 # growth.json (fresh processes), driver-calls.txt, results.tar.gz (Catch2 reports, the rest).
@@ -23,8 +24,9 @@ status=0
 "$build/tools/cuvmm-info" --json >"$results/cuvmm-info.json" 2>&1
 
 echo "== test suites" | tee "$out/tests.log"
-for exe in "$build"/test/unit/unit_* "$build"/test/gpu/gpu_*; do
+for exe in "$build"/test/unit/unit_* "$build"/test/gpu/gpu_* "$build"/test/ipc/ipc_*; do
   [ -x "$exe" ] && [ -f "$exe" ] || continue
+  [ "$(basename "$exe")" = ipc_mpi ] && continue
   echo "-- $(basename "$exe")" | tee -a "$out/tests.log"
   CUVMM_TEST_RESULTS_DIR=$results/plain timeout 600 "$exe" >>"$out/tests.log" 2>&1
   rc=$?
@@ -34,7 +36,7 @@ done
 python3 scripts/test-summary.py "$results/plain" 2>&1 | tee "$out/summary.txt"
 
 echo "== compute-sanitizer memcheck (gpu suite; cases that fault on purpose or fill the device excluded)" | tee "$out/sanitizer.log"
-for exe in "$build"/test/gpu/gpu_*; do
+for exe in "$build"/test/gpu/gpu_* "$build"/test/ipc/ipc_gpu_*; do
   [ -x "$exe" ] && [ -f "$exe" ] || continue
   echo "-- $(basename "$exe")" | tee -a "$out/sanitizer.log"
   CUVMM_TEST_RESULTS_DIR=$results/memcheck timeout 600 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 \
