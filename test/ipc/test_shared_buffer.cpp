@@ -462,3 +462,32 @@ TEST_CASE("a failed growth step of the exporter announces nothing and leaks noth
   CHECK(importer->capacity() == exporter.capacity());
   CHECK(importer->connected());
 }
+
+TEST_CASE("an exporter whose allow-list leaves out the importer's uid refuses it; the importer learns why",
+          "[ipc][shared][hostile]") {
+  std::size_t const fd_baseline = open_fd_count();
+  HostBackend host(small_granules());
+  {
+    PeerPolicy others_only = quick_policy();
+    others_only.allowed_uids = {::geteuid() + 1};
+    SharedBufferExporter exporter(host, growable(), others_only);
+    exporter.reserve(steps[0]);
+    std::string importer_error = "(the importer was not refused)";
+    std::jthread importer([&] {
+      try {
+        SharedBufferImporter refused(host, exporter.socket_path(), Access::read_write, quick_policy());
+      } catch (const cuvmm::Error& error) {
+        importer_error = error.what();
+      }
+    });
+    auto const error = thrown_by<cuvmm::Error>([&] { exporter.accept_importer(); });
+    importer.join();
+    CHECK(error.call() == "SO_PEERCRED");
+    CHECK_THAT(error.what(), ContainsSubstring("policy allows the allow-list " + std::to_string(::geteuid() + 1)));
+    CHECK_THAT(importer_error, ContainsSubstring("closed the connection"));
+    CHECK(exporter.importer_count() == 0);
+    CHECK(host.live_counts().ranges == 1);  // the exporter's own; the refused importer reserved none
+  }
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}

@@ -18,6 +18,7 @@
 // announced size, sizes within the mapped bytes). Any violation is a cuvmm::Error, and the importer
 // stops listening to that exporter: what it had mapped stays mapped, nothing leaks. An exporter
 // drops an importer it cannot reach; that never fails its own growth.
+// Threads: each object is used by one thread at a time (the backend underneath is thread-safe).
 #pragma once
 
 #include <cstddef>
