@@ -68,6 +68,8 @@
 
 #include <cuvmm/error.hpp>
 
+#include "support/little_endian.hpp"
+
 namespace cuvmm {
 namespace {
 
@@ -192,6 +194,16 @@ struct HostBackend::State {
                                        " (never created here, or already released)");
     }
     return it->second;
+  }
+
+  /// The chunk behind `handle`, which must have been created shareable as `type` (named `what`).
+  const Chunk& shareable_chunk(std::string_view call, ChunkHandle handle, HandleType type, std::string_view what) const {
+    const Chunk& found = *chunk(call, handle);
+    if (!contains(found.info.shareable, type)) {
+      throw_invalid_argument(call, "chunk " + std::to_string(handle.value) + " was not created shareable as " +
+                                       std::string(what) + " (ChunkProperties::shareable)");
+    }
+    return found;
   }
 
   void check_granular(std::string_view call, std::string_view what, std::size_t value) const {
@@ -452,11 +464,7 @@ void HostBackend::set_access(Address address, std::size_t size, std::span<const 
 UniqueFd HostBackend::export_posix_fd(ChunkHandle handle) {
   constexpr std::string_view call = "HostBackend::export_posix_fd";
   std::lock_guard lock(state_->mutex);
-  const State::Chunk& chunk = *state_->chunk(call, handle);
-  if (!contains(chunk.info.shareable, HandleType::posix_fd)) {
-    throw_invalid_argument(call, "chunk " + std::to_string(handle.value) +
-                                     " was not created shareable as a POSIX fd (ChunkProperties::shareable)");
-  }
+  const State::Chunk& chunk = state_->shareable_chunk(call, handle, HandleType::posix_fd, "a POSIX fd");
   int const fd = ::fcntl(chunk.memfd.get(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) throw_errno("fcntl(F_DUPFD_CLOEXEC)", errno, "exporting chunk " + std::to_string(handle.value));
   return UniqueFd(fd);
@@ -516,15 +524,12 @@ constexpr std::size_t tag_at = 0, version_at = 8, pid_at = 12, fd_at = 16, devic
 
 template <class Int>
 void put_bytes(FabricHandle& handle, std::size_t at, Int value) {
-  for (std::size_t i = 0; i < sizeof(Int); ++i)
-    handle.data[at + i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
+  detail::put_little_endian(handle.data, at, value);
 }
 
 template <class Int>
 Int get_bytes(const FabricHandle& handle, std::size_t at) {
-  std::uint64_t value = 0;
-  for (std::size_t i = 0; i < sizeof(Int); ++i) value |= std::to_integer<std::uint64_t>(handle.data[at + i]) << (8 * i);
-  return static_cast<Int>(value);
+  return detail::get_little_endian<Int>(handle.data, at);
 }
 
 /// A descriptor for fd `fd` of process `pid`: pidfd_getfd, else a reopen through /proc.
@@ -553,11 +558,7 @@ UniqueFd open_peer_fd(std::uint32_t pid, std::uint32_t fd, const std::string& wh
 FabricHandle HostBackend::export_fabric(ChunkHandle handle) {
   constexpr std::string_view call = "HostBackend::export_fabric";
   std::lock_guard lock(state_->mutex);
-  const State::Chunk& chunk = *state_->chunk(call, handle);
-  if (!contains(chunk.info.shareable, HandleType::fabric)) {
-    throw_invalid_argument(call, "chunk " + std::to_string(handle.value) +
-                                     " was not created shareable as a fabric handle (ChunkProperties::shareable)");
-  }
+  const State::Chunk& chunk = state_->shareable_chunk(call, handle, HandleType::fabric, "a fabric handle");
   struct stat status {};
   if (::fstat(chunk.memfd.get(), &status) != 0) throw_errno("fstat", errno, "exporting chunk " + std::to_string(handle.value));
   FabricHandle exported;

@@ -11,6 +11,8 @@
 
 #include <cuvmm/error.hpp>
 
+#include "support/little_endian.hpp"
+
 namespace cuvmm::ipc {
 namespace {
 
@@ -26,15 +28,12 @@ static_assert(handle_at + sizeof(FabricHandle::data) == wire_message_bytes);
 
 template <class Int>
 void put(WireBytes& bytes, std::size_t at, Int value) {
-  for (std::size_t i = 0; i < sizeof(Int); ++i)
-    bytes[at + i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
+  detail::put_little_endian(bytes.data(), at, value);
 }
 
 template <class Int>
 Int get(std::span<const std::byte> bytes, std::size_t at) {
-  std::uint64_t value = 0;
-  for (std::size_t i = 0; i < sizeof(Int); ++i) value |= std::to_integer<std::uint64_t>(bytes[at + i]) << (8 * i);
-  return static_cast<Int>(value);
+  return detail::get_little_endian<Int>(bytes.data(), at);
 }
 
 bool known_kind(std::uint8_t kind) noexcept {

@@ -51,14 +51,8 @@ Message mpi_receive(int source, int tag, MPI_Comm comm, int* sender) {
 
 void mpi_send_chunk(const PhysicalChunk& chunk, std::uint64_t offset, std::uint64_t generation, int destination,
                     int tag, MPI_Comm comm) {
-  Message message;
-  message.kind = MessageKind::chunk;
-  message.handle_type = HandleType::fabric;
-  message.offset = offset;
-  message.size = chunk.size();
-  message.generation = generation;
-  message.handle = chunk.export_fabric();
-  mpi_send(message, destination, tag, comm);
+  mpi_send(chunk_message(HandleType::fabric, offset, chunk.size(), generation, chunk.export_fabric()), destination, tag,
+           comm);
 }
 
 MpiChunk mpi_receive_chunk(Backend& backend, int source, int tag, MPI_Comm comm) {

@@ -49,13 +49,7 @@ void SharedBufferExporter::send_chunks(Channel& importer, std::size_t first, con
   std::size_t offset = 0;
   for (std::size_t i = 0; i < first; ++i) offset += chunks[i].size();
   for (std::size_t i = first; i < chunks.size(); ++i) {
-    Message chunk;
-    chunk.kind = MessageKind::chunk;
-    chunk.handle_type = HandleType::posix_fd;
-    chunk.offset = offset;
-    chunk.size = chunks[i].size();
-    chunk.generation = i;
-    importer.send(chunk, fds[i - first].get());
+    importer.send(chunk_message(HandleType::posix_fd, offset, chunks[i].size(), i), fds[i - first].get());
     offset += chunks[i].size();
   }
 }
@@ -79,17 +73,9 @@ void SharedBufferExporter::for_each_importer(Send&& send) noexcept {
 void SharedBufferExporter::accept_importer() {
   importers_.reserve(importers_.size() + 1);  // so keeping it cannot throw
   Channel importer = listener_.accept();
-  Message hello;
-  hello.kind = MessageKind::hello;
-  hello.size = storage_.max_capacity();
-  hello.generation = storage_.chunk_count();
-  importer.send(hello);
+  importer.send(hello_message(storage_.max_capacity(), storage_.chunk_count()));
   send_chunks(importer, 0, export_chunks(0));
-  Message size;
-  size.kind = MessageKind::size;
-  size.size = published_;
-  size.generation = storage_.chunk_count();
-  importer.send(size);
+  importer.send(size_message(published_, storage_.chunk_count()));
   importers_.push_back(std::move(importer));
 }
 
@@ -114,10 +100,7 @@ void SharedBufferExporter::publish(std::size_t bytes) {
                            "size " + std::to_string(bytes) + " is beyond the " + std::to_string(storage_.capacity()) +
                                " bytes mapped");
   published_ = bytes;
-  Message size;
-  size.kind = MessageKind::size;
-  size.size = bytes;
-  size.generation = storage_.chunk_count();
+  Message const size = size_message(bytes, storage_.chunk_count());
   for_each_importer([&](Channel& importer) { importer.send(size); });
 }
 

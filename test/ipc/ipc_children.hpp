@@ -3,7 +3,9 @@
 // child that exports prints "cuvmm-ipc-socket PATH" so its parent knows where to connect.
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,5 +42,17 @@ inline std::string child_setting(std::string_view name) {
 }
 
 inline std::string setting(std::string_view name, const std::string& value) { return std::string(name) + "=" + value; }
+
+/// Starts an importing child: it connects to `socket` and checks data made from `seed`.
+inline RunningProgram start_importer_child(std::string_view test_name, std::string_view role,
+                                           const std::filesystem::path& socket, std::uint64_t seed) {
+  return start_child(test_name, role,
+                     {setting(socket_variable, socket.string()), setting(seed_variable, std::to_string(seed))});
+}
+
+/// Starts an exporting child that writes data made from `seed` and prints its socket's path.
+inline RunningProgram start_exporter_child(std::string_view test_name, std::string_view role, std::uint64_t seed) {
+  return start_child(test_name, role, {setting(seed_variable, std::to_string(seed))});
+}
 
 }  // namespace cuvmm::test

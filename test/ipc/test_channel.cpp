@@ -44,14 +44,8 @@ PeerPolicy quick_policy() {
   return policy;
 }
 
-Message chunk_message(std::uint64_t offset, std::uint64_t size, std::uint64_t generation) {
-  Message m;
-  m.kind = MessageKind::chunk;
-  m.handle_type = HandleType::posix_fd;
-  m.offset = offset;
-  m.size = size;
-  m.generation = generation;
-  return m;
+Message fd_chunk(std::uint64_t offset, std::uint64_t size, std::uint64_t generation) {
+  return cuvmm::ipc::chunk_message(HandleType::posix_fd, offset, size, generation);
 }
 
 UniqueFd make_memfd(std::size_t size) {
@@ -103,18 +97,13 @@ std::string refusal_of(Listener& listener, const void* bytes, std::size_t length
 }  // namespace
 
 TEST_CASE("every kind of message survives encode and decode with every field", "[ipc][message]") {
-  Message hello;
-  hello.size = 64ull << 30;
-  hello.generation = 3;
-  Message chunk = chunk_message(6ull << 20, 2ull << 20, 7);
-  Message fabric = chunk_message(0, 4096, 0);
-  fabric.handle_type = HandleType::fabric;
-  auto const noise = cuvmm::test::random_bytes(sizeof fabric.handle.data, 11);
-  std::memcpy(fabric.handle.data, noise.data(), noise.size());
-  Message size;
-  size.kind = MessageKind::size;
-  size.size = 12345;
-  size.generation = 2;
+  Message const hello = cuvmm::ipc::hello_message(64ull << 30, 3);
+  Message const chunk = fd_chunk(6ull << 20, 2ull << 20, 7);
+  cuvmm::FabricHandle noise_handle;
+  auto const noise = cuvmm::test::random_bytes(sizeof noise_handle.data, 11);
+  std::memcpy(noise_handle.data, noise.data(), noise.size());
+  Message const fabric = cuvmm::ipc::chunk_message(HandleType::fabric, 0, 4096, 0, noise_handle);
+  Message const size = cuvmm::ipc::size_message(12345, 2);
   for (const Message& m : {hello, chunk, fabric, size}) {
     WireBytes const bytes = cuvmm::ipc::encode(m);
     CHECK(cuvmm::ipc::decode(bytes, "test") == m);
@@ -130,7 +119,7 @@ TEST_CASE("every kind of message survives encode and decode with every field", "
 }
 
 TEST_CASE("decode refuses truncated, oversized and forged bytes, naming what is wrong", "[ipc][message]") {
-  WireBytes const good = cuvmm::ipc::encode(chunk_message(0, 4096, 0));
+  WireBytes const good = cuvmm::ipc::encode(fd_chunk(0, 4096, 0));
   auto const refusal = [](std::span<const std::byte> bytes) {
     return std::string(thrown_by<cuvmm::Error>([&] { (void)cuvmm::ipc::decode(bytes, "a test"); }).what());
   };
@@ -204,7 +193,7 @@ TEST_CASE("an fd sent over a channel arrives close-on-exec as the same open file
     CHECK(client.peer().pid == ::getpid());
 
     UniqueFd const memfd = make_memfd(8192);
-    Message const sent = chunk_message(8192, 8192, 1);
+    Message const sent = fd_chunk(8192, 8192, 1);
     client.send(sent, memfd.get());
     cuvmm::ipc::Received const received = server.receive();
     CHECK(received.message == sent);
@@ -217,9 +206,7 @@ TEST_CASE("an fd sent over a channel arrives close-on-exec as the same open file
     REQUIRE(::fstat(received.fd.get(), &b) == 0);
     CHECK(a.st_ino == b.st_ino);
 
-    Message size;
-    size.kind = MessageKind::size;
-    size.size = 100;
+    Message const size = cuvmm::ipc::size_message(100, 1);
     server.send(size);
     cuvmm::ipc::Received const reply = client.receive();
     CHECK(reply.message == size);
@@ -263,7 +250,7 @@ TEST_CASE("hostile raw peers are refused with a clear error, cut off, and leak n
   Listener listener(quick_policy());
   UniqueFd const memfd = make_memfd(4096);
   std::size_t const fd_baseline = open_fd_count();
-  WireBytes const chunk = cuvmm::ipc::encode(chunk_message(0, 4096, 0));
+  WireBytes const chunk = cuvmm::ipc::encode(fd_chunk(0, 4096, 0));
   WireBytes const hello = cuvmm::ipc::encode(Message{});
   std::vector<std::byte> oversized(200, std::byte{0});
   std::memcpy(oversized.data(), chunk.data(), chunk.size());

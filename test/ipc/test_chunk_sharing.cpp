@@ -42,17 +42,11 @@ constexpr std::size_t G = cuvmm::test::test_granularity;
 constexpr AccessGrant read_write[] = {{0, Access::read_write}};
 constexpr ChunkProperties shareable{0, HandleType::posix_fd, false};
 
-HostBackend::Options small_granules() {
-  HostBackend::Options options;
-  options.granularity = G;
-  return options;
-}
-
 }  // namespace
 
 TEST_CASE("a chunk exported as a UniqueFd and imported from it maps the same memory", "[ipc][chunk]") {
   std::size_t const fd_baseline = open_fd_count();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   {
     AddressRange range(host, 6 * G);
     PhysicalChunk const exported(host, 3 * G, shareable);
@@ -85,7 +79,7 @@ TEST_CASE("a chunk exported as a UniqueFd and imported from it maps the same mem
 
 TEST_CASE("imported memory stays valid after the exporting chunk is released", "[ipc][chunk]") {
   std::size_t const fd_baseline = open_fd_count();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   {
     AddressRange range(host, 2 * G);
     auto const data = random_bytes(2 * G, 103);
@@ -108,7 +102,7 @@ TEST_CASE("imported memory stays valid after the exporting chunk is released", "
 TEST_CASE("an import of the wrong size, or of a chunk made without posix_fd, is refused and leaks nothing",
           "[ipc][chunk]") {
   std::size_t const fd_baseline = open_fd_count();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   {
     PhysicalChunk const exported(host, 2 * G, shareable);
     UniqueFd const fd = exported.export_posix_fd();
@@ -125,7 +119,7 @@ TEST_CASE("an import of the wrong size, or of a chunk made without posix_fd, is 
 }
 
 TEST_CASE("importing and mapping a chunk fails at every backend call without leaking", "[ipc][chunk][faults]") {
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   PhysicalChunk const exported(host, 2 * G, shareable);
   UniqueFd const fd = exported.export_posix_fd();
   AddressRange range(host, 2 * G);

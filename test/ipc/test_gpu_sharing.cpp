@@ -34,7 +34,6 @@ using cuvmm::ipc::SharedBufferExporter;
 using cuvmm::ipc::SharedBufferImporter;
 using cuvmm::test::check_pattern;
 using cuvmm::test::device_pointer;
-using cuvmm::test::setting;
 
 namespace {
 
@@ -97,9 +96,7 @@ TEST_CASE("a GPU importer process follows the exporter's growth, checks its rand
     SharedBufferExporter exporter(cuda, growable(g), patient_policy());
     std::uint64_t const seed = cuvmm::test::test_seed(41);
     CAPTURE(seed);
-    auto child = cuvmm::test::start_child(importer_case, "read_write",
-                                          {setting(cuvmm::test::socket_variable, exporter.socket_path().string()),
-                                           setting(cuvmm::test::seed_variable, std::to_string(seed))});
+    auto child = cuvmm::test::start_importer_child(importer_case, "read_write", exporter.socket_path(), seed);
     exporter.accept_importer();
     grow_and_publish(exporter, seed, g, std::size(step_granules));
     cuvmm::test::ProgramRun const run = child.wait();
@@ -123,9 +120,7 @@ TEST_CASE("a read-only GPU importer process reads the data, and its kernel's wri
   SharedBufferExporter exporter(cuda, growable(g), patient_policy());
   std::uint64_t const seed = cuvmm::test::test_seed(42);
   CAPTURE(seed);
-  auto child = cuvmm::test::start_child(importer_case, "read_only",
-                                        {setting(cuvmm::test::socket_variable, exporter.socket_path().string()),
-                                         setting(cuvmm::test::seed_variable, std::to_string(seed))});
+  auto child = cuvmm::test::start_importer_child(importer_case, "read_only", exporter.socket_path(), seed);
   exporter.accept_importer();
   grow_and_publish(exporter, seed, g, std::size(step_granules));
   cuvmm::test::ProgramRun const run = child.wait();
@@ -183,8 +178,7 @@ TEST_CASE("device memory stays valid for the importer after the exporting proces
   cuvmm::test::LeakCheck const leaks(cuda);
   std::uint64_t const seed = cuvmm::test::test_seed(43);
   CAPTURE(seed);
-  auto child = cuvmm::test::start_child(exporter_case, "export_and_exit",
-                                        {setting(cuvmm::test::seed_variable, std::to_string(seed))});
+  auto child = cuvmm::test::start_exporter_child(exporter_case, "export_and_exit", seed);
   std::string const path = child.read_line_starting(std::string(cuvmm::test::socket_marker), std::chrono::seconds(60));
   {
     SharedBufferImporter importer(cuda, path, Access::read_write, patient_policy());

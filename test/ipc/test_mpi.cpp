@@ -66,28 +66,6 @@ void require_two_ranks() {
   if (mpi().size != 2) SKIP("needs exactly 2 MPI ranks (mpirun -n 2), found " << mpi().size);
 }
 
-HostBackend::Options small_granules() {
-  HostBackend::Options options;
-  options.granularity = G;
-  return options;
-}
-
-Message hello_of(std::size_t bytes, std::size_t chunks) {
-  Message m;
-  m.kind = MessageKind::hello;
-  m.size = bytes;
-  m.generation = chunks;
-  return m;
-}
-
-Message size_of(std::size_t bytes, std::size_t chunks) {
-  Message m;
-  m.kind = MessageKind::size;
-  m.size = bytes;
-  m.generation = chunks;
-  return m;
-}
-
 void send_raw(const void* bytes, std::size_t length) {
   REQUIRE(MPI_Send(bytes, static_cast<int>(length), MPI_BYTE, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
 }
@@ -97,7 +75,7 @@ void send_raw(const void* bytes, std::size_t length) {
 TEST_CASE("two ranks exchange a growing buffer's chunks as fabric handles and share its memory", "[ipc][mpi]") {
   require_two_ranks();
   std::size_t const fd_baseline = open_fd_count();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   auto const data = random_bytes(data_bytes, 0x5EED);
   auto const reply = random_bytes(G, 0x5EED + 1);
   if (mpi().rank == 0) {
@@ -110,13 +88,13 @@ TEST_CASE("two ranks exchange a growing buffer's chunks as fabric handles and sh
       storage.reserve(data_bytes);  // two growth steps: more than one chunk
       REQUIRE(storage.chunk_count() >= 2);
       cuvmm::test::write_bytes(storage.data(), data);
-      cuvmm::ipc::mpi_send(hello_of(storage.max_capacity(), storage.chunk_count()), 1, tag, MPI_COMM_WORLD);
+      cuvmm::ipc::mpi_send(cuvmm::ipc::hello_message(storage.max_capacity(), storage.chunk_count()), 1, tag, MPI_COMM_WORLD);
       std::size_t offset = 0;
       for (std::size_t i = 0; i < storage.chunk_count(); ++i) {
         cuvmm::ipc::mpi_send_chunk(storage.chunks()[i], offset, i, 1, tag, MPI_COMM_WORLD);
         offset += storage.chunks()[i].size();
       }
-      cuvmm::ipc::mpi_send(size_of(data_bytes, storage.chunk_count()), 1, tag, MPI_COMM_WORLD);
+      cuvmm::ipc::mpi_send(cuvmm::ipc::size_message(data_bytes, storage.chunk_count()), 1, tag, MPI_COMM_WORLD);
       // Rank 1 answers once it has imported, verified and written its reply.
       Message const done = cuvmm::ipc::mpi_receive(1, tag, MPI_COMM_WORLD);
       CHECK(done.kind == MessageKind::size);
@@ -153,7 +131,7 @@ TEST_CASE("two ranks exchange a growing buffer's chunks as fabric handles and sh
       CHECK(host.live_counts() == LiveCounts{1, chunks.size(), chunks.size(), max_bytes, mapped, mapped});
       CHECK(std::memcmp(reinterpret_cast<const void*>(range.base()), data.data(), data_bytes) == 0);
       cuvmm::test::write_bytes(range.base(), reply);
-      cuvmm::ipc::mpi_send(size_of(data_bytes, chunks.size()), 0, tag, MPI_COMM_WORLD);
+      cuvmm::ipc::mpi_send(cuvmm::ipc::size_message(data_bytes, chunks.size()), 0, tag, MPI_COMM_WORLD);
       mappings.clear();
       chunks.clear();
     }
@@ -166,14 +144,10 @@ TEST_CASE("two ranks exchange a growing buffer's chunks as fabric handles and sh
 TEST_CASE("a rank refuses truncated, oversized and forged messages from another and leaks nothing",
           "[ipc][mpi][hostile]") {
   require_two_ranks();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   if (mpi().rank == 0) {
     cuvmm::PhysicalChunk const chunk(host, 2 * G, {0, HandleType::fabric, false});
-    Message real;
-    real.kind = MessageKind::chunk;
-    real.handle_type = HandleType::fabric;
-    real.size = 2 * G;
-    real.handle = chunk.export_fabric();
+    Message const real = cuvmm::ipc::chunk_message(HandleType::fabric, 0, 2 * G, 0, chunk.export_fabric());
     cuvmm::ipc::WireBytes const good = cuvmm::ipc::encode(real);
     send_raw(good.data(), 50);                             // truncated
     std::vector<std::byte> longer(200, std::byte{0});
@@ -188,7 +162,7 @@ TEST_CASE("a rank refuses truncated, oversized and forged messages from another 
     Message wrong_size = real;
     wrong_size.size = G;
     cuvmm::ipc::mpi_send(wrong_size, 1, tag, MPI_COMM_WORLD);  // a size that is not the chunk's
-    cuvmm::ipc::mpi_send(hello_of(max_bytes, 0), 1, tag, MPI_COMM_WORLD);  // not a chunk
+    cuvmm::ipc::mpi_send(cuvmm::ipc::hello_message(max_bytes, 0), 1, tag, MPI_COMM_WORLD);  // not a chunk
     cuvmm::ipc::mpi_send(real, 1, tag, MPI_COMM_WORLD);   // and a good one still gets through
     MPI_Barrier(MPI_COMM_WORLD);                          // keep the chunk until rank 1 imported it
   } else {

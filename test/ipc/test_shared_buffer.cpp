@@ -44,7 +44,6 @@ using cuvmm::ipc::SharedBufferImporter;
 using cuvmm::test::open_fd_count;
 using cuvmm::test::random_bytes;
 using cuvmm::test::read_bytes;
-using cuvmm::test::setting;
 using cuvmm::test::thrown_by;
 
 namespace {
@@ -56,12 +55,6 @@ constexpr std::size_t steps[] = {3 * G + 123, 9 * G, 20 * G + 7, 40 * G};
 constexpr std::size_t final_size = 40 * G;
 constexpr std::string_view importer_case = "importer process";
 constexpr std::string_view exporter_case = "exporter process";
-
-HostBackend::Options small_granules() {
-  HostBackend::Options options;
-  options.granularity = G;
-  return options;
-}
 
 cuvmm::GrowableOptions growable() {
   cuvmm::GrowableOptions options;
@@ -99,13 +92,11 @@ bool same_bytes(cuvmm::Address address, const std::vector<std::byte>& data, std:
 TEST_CASE("an importer process follows the exporter's growth, reads its random data and writes back",
           "[ipc][shared][process]") {
   std::size_t const fd_baseline = open_fd_count();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   {
     SharedBufferExporter exporter(host, growable(), quick_policy());
     std::uint64_t const seed = test_seed();
-    auto child = cuvmm::test::start_child(importer_case, "read_write",
-                                          {setting(cuvmm::test::socket_variable, exporter.socket_path().string()),
-                                           setting(cuvmm::test::seed_variable, std::to_string(seed))});
+    auto child = cuvmm::test::start_importer_child(importer_case, "read_write", exporter.socket_path(), seed);
     exporter.accept_importer();
     CHECK(exporter.importer_count() == 1);
     auto const data = random_bytes(final_size, seed);
@@ -122,12 +113,10 @@ TEST_CASE("an importer process follows the exporter's growth, reads its random d
 }
 
 TEST_CASE("a read-only importer process reads the data, and its write faults", "[ipc][shared][process][faults]") {
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   SharedBufferExporter exporter(host, growable(), quick_policy());
   std::uint64_t const seed = test_seed() + 7;
-  auto child = cuvmm::test::start_child(importer_case, "read_only",
-                                        {setting(cuvmm::test::socket_variable, exporter.socket_path().string()),
-                                         setting(cuvmm::test::seed_variable, std::to_string(seed))});
+  auto child = cuvmm::test::start_importer_child(importer_case, "read_only", exporter.socket_path(), seed);
   exporter.accept_importer();
   auto const data = random_bytes(final_size, seed);
   grow_and_publish(exporter, data, std::size(steps));
@@ -140,7 +129,7 @@ TEST_CASE("a read-only importer process reads the data, and its write faults", "
 TEST_CASE("importer process", "[.][child]") {
   std::string const role = cuvmm::test::child_role();
   if (role.empty()) SKIP("runs only in a child process started by a shared-buffer test");
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   std::uint64_t const seed = std::stoull(cuvmm::test::child_setting(cuvmm::test::seed_variable));
   Access const access = role == "read_only" ? Access::read : Access::read_write;
   SharedBufferImporter importer(host, cuvmm::test::child_setting(cuvmm::test::socket_variable), access, quick_policy());
@@ -171,10 +160,9 @@ TEST_CASE("importer process", "[.][child]") {
 TEST_CASE("imported memory stays valid after the exporter process exits, until the importer releases it",
           "[ipc][shared][process]") {
   std::size_t const fd_baseline = open_fd_count();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   std::uint64_t const seed = test_seed() + 11;
-  auto child = cuvmm::test::start_child(exporter_case, "export_and_exit",
-                                        {setting(cuvmm::test::seed_variable, std::to_string(seed))});
+  auto child = cuvmm::test::start_exporter_child(exporter_case, "export_and_exit", seed);
   std::string const path = child.read_line_starting(std::string(cuvmm::test::socket_marker), std::chrono::seconds(20));
   {
     SharedBufferImporter importer(host, path, Access::read_write, quick_policy());
@@ -199,10 +187,9 @@ TEST_CASE("imported memory stays valid after the exporter process exits, until t
 TEST_CASE("an exporter killed mid-transfer leaves the importer a clear error, the chunks it got, and no leak",
           "[ipc][shared][process]") {
   std::size_t const fd_baseline = open_fd_count();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   std::uint64_t const seed = test_seed() + 13;
-  auto child = cuvmm::test::start_child(exporter_case, "killed_mid_transfer",
-                                        {setting(cuvmm::test::seed_variable, std::to_string(seed))});
+  auto child = cuvmm::test::start_exporter_child(exporter_case, "killed_mid_transfer", seed);
   std::string const path = child.read_line_starting(std::string(cuvmm::test::socket_marker), std::chrono::seconds(20));
   {
     SharedBufferImporter importer(host, path, Access::read_write, quick_policy());
@@ -227,7 +214,7 @@ TEST_CASE("an exporter killed mid-transfer leaves the importer a clear error, th
 TEST_CASE("exporter process", "[.][child]") {
   std::string const role = cuvmm::test::child_role();
   if (role.empty()) SKIP("runs only in a child process started by a shared-buffer test");
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   std::uint64_t const seed = std::stoull(cuvmm::test::child_setting(cuvmm::test::seed_variable));
   SharedBufferExporter exporter(host, growable(), quick_policy());
   std::printf("%s%s\n", cuvmm::test::socket_marker.data(), exporter.socket_path().c_str());
@@ -248,21 +235,10 @@ namespace {
 
 using Script = std::function<void(Channel&)>;
 
-Message hello_of(std::size_t bytes) {
-  Message m;
-  m.kind = MessageKind::hello;
-  m.size = bytes;
-  return m;
-}
+Message hello_of(std::size_t bytes) { return cuvmm::ipc::hello_message(bytes); }
 
 Message chunk_at(std::size_t offset, std::size_t size, std::size_t generation) {
-  Message m;
-  m.kind = MessageKind::chunk;
-  m.handle_type = HandleType::posix_fd;
-  m.offset = offset;
-  m.size = size;
-  m.generation = generation;
-  return m;
+  return cuvmm::ipc::chunk_message(HandleType::posix_fd, offset, size, generation);
 }
 
 /// A memfd of `size` bytes sealed against shrinking, as a real chunk's is (unless `sealed` is false).
@@ -297,7 +273,7 @@ std::string refusal_by(HostBackend& host, const Script& script) {
 }  // namespace
 
 TEST_CASE("an importer refuses a lying exporter: offsets, sizes, generations, fds and order", "[ipc][shared][hostile]") {
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   std::size_t const fd_baseline = open_fd_count();
   auto const with_fd = [](Message hello, Message chunk, UniqueFd fd) -> Script {
     auto shared_fd = std::make_shared<UniqueFd>(std::move(fd));
@@ -333,14 +309,12 @@ TEST_CASE("an importer refuses a lying exporter: offsets, sizes, generations, fd
     CHECK_THAT(refusal_by(host, with_fd(hello_of(max_bytes), chunk_at(0, G, 0), std::move(file))),
                ContainsSubstring("a regular file, not a memfd") || ContainsSubstring("not sealed against shrinking"));
   }
-  Message fabric = chunk_at(0, G, 0);
-  fabric.handle_type = HandleType::fabric;
-  fabric.handle.data[0] = std::byte{1};
+  cuvmm::FabricHandle some_bytes;
+  some_bytes.data[0] = std::byte{1};
+  Message const fabric = cuvmm::ipc::chunk_message(HandleType::fabric, 0, G, 0, some_bytes);
   CHECK_THAT(refusal_by(host, [&](Channel& c) { c.send(hello_of(max_bytes)); c.send(fabric); }),
              ContainsSubstring("fabric handles travel over MPI"));
-  Message too_big;
-  too_big.kind = MessageKind::size;
-  too_big.size = G;
+  Message const too_big = cuvmm::ipc::size_message(G, 0);
   CHECK_THAT(refusal_by(host, [&](Channel& c) { c.send(hello_of(max_bytes)); c.send(too_big); }),
              ContainsSubstring("size 65536 is beyond the 0 bytes mapped"));
   CHECK_THAT(refusal_by(host, [&](Channel& c) { c.send(hello_of(max_bytes)); c.send(hello_of(max_bytes)); }),
@@ -354,7 +328,7 @@ TEST_CASE("an importer refuses a lying exporter: offsets, sizes, generations, fd
 }
 
 TEST_CASE("after a refused chunk the importer keeps what it had mapped, and stops listening", "[ipc][shared][hostile]") {
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   std::size_t const fd_baseline = open_fd_count();
   {
     Listener listener(quick_policy());
@@ -366,11 +340,7 @@ TEST_CASE("after a refused chunk the importer keeps what it had mapped, and stop
         (void)::pwrite(good.get(), data.data(), G, 0);
         c.send(hello_of(max_bytes));
         c.send(chunk_at(0, G, 0), good.get());
-        Message published;
-        published.kind = MessageKind::size;
-        published.size = G;
-        published.generation = 1;
-        c.send(published);
+        c.send(cuvmm::ipc::size_message(G, 1));
         c.send(chunk_at(5 * G, G, 1), good.get());  // a gap: refused
       } catch (const std::exception&) {
       }
@@ -395,7 +365,7 @@ TEST_CASE("after a refused chunk the importer keeps what it had mapped, and stop
 TEST_CASE("importers that join late get every chunk so far; one that leaves is dropped, the rest follow",
           "[ipc][shared]") {
   std::size_t const fd_baseline = open_fd_count();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   {
     SharedBufferExporter exporter(host, growable(), quick_policy());
     auto const data = random_bytes(final_size, 31);
@@ -430,7 +400,7 @@ TEST_CASE("importers that join late get every chunk so far; one that leaves is d
 
 TEST_CASE("a failed growth step of the exporter announces nothing and leaks nothing, at every k",
           "[ipc][shared][faults]") {
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   cuvmm::FaultInjectingBackend faulty(host);
   SharedBufferExporter exporter(faulty, growable(), quick_policy());
   std::optional<SharedBufferImporter> importer;
@@ -466,7 +436,7 @@ TEST_CASE("a failed growth step of the exporter announces nothing and leaks noth
 TEST_CASE("an exporter whose allow-list leaves out the importer's uid refuses it; the importer learns why",
           "[ipc][shared][hostile]") {
   std::size_t const fd_baseline = open_fd_count();
-  HostBackend host(small_granules());
+  HostBackend host(cuvmm::test::small_host_options());
   {
     PeerPolicy others_only = quick_policy();
     others_only.allowed_uids = {::geteuid() + 1};

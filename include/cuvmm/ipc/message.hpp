@@ -53,6 +53,38 @@ struct Message {
   friend bool operator==(const Message& a, const Message& b) noexcept;
 };
 
+/// An exporter's first message: its range holds `range_bytes`; `chunks` chunk messages follow.
+constexpr Message hello_message(std::uint64_t range_bytes, std::uint64_t chunks = 0) noexcept {
+  Message m;
+  m.kind = MessageKind::hello;
+  m.size = range_bytes;
+  m.generation = chunks;
+  return m;
+}
+
+/// Chunk number `generation`, of `size` bytes at `offset`, whose handle is of `type` (the fd, or
+/// the fabric bytes in `handle`, go with it).
+constexpr Message chunk_message(HandleType type, std::uint64_t offset, std::uint64_t size, std::uint64_t generation,
+                                const FabricHandle& handle = {}) noexcept {
+  Message m;
+  m.kind = MessageKind::chunk;
+  m.handle_type = type;
+  m.offset = offset;
+  m.size = size;
+  m.generation = generation;
+  m.handle = handle;
+  return m;
+}
+
+/// `bytes` from the start hold data now, after `chunks` chunks were announced.
+constexpr Message size_message(std::uint64_t bytes, std::uint64_t chunks) noexcept {
+  Message m;
+  m.kind = MessageKind::size;
+  m.size = bytes;
+  m.generation = chunks;
+  return m;
+}
+
 using WireBytes = std::array<std::byte, wire_message_bytes>;
 
 /// The message's bytes on the wire. Throws cuvmm::Error for a message decode() would refuse.
