@@ -594,7 +594,9 @@ ChunkHandle HostBackend::import_fabric(const FabricHandle& handle, std::size_t s
     throw_invalid_argument(call, what + ": that fd is no longer the exported chunk (its inode differs)");
   ChunkHandle const imported = import_posix_fd(peer_fd.get(), size);
   std::lock_guard lock(state_->mutex);
-  state_->chunks.at(static_cast<int>(imported.value))->info.shareable = HandleType::fabric;
+  // (Another thread may already have released the new handle: then there is nothing to record.)
+  if (auto const found = state_->chunks.find(static_cast<int>(imported.value)); found != state_->chunks.end())
+    found->second->info.shareable = HandleType::fabric;
   return imported;
 }
 

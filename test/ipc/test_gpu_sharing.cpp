@@ -234,7 +234,7 @@ TEST_CASE("without an IMEX channel, fabric chunks for an MPI exchange fail with 
     }
   };
   // One chunk, as cuvmm's MPI exchange exports, and a growable buffer made fabric-shareable.
-  expect_unsupported([&] { (void)cuvmm::PhysicalChunk(cuda, cuda.granularity({}, cuvmm::GranularityKind::minimum), fabric); });
+  expect_unsupported([&] { (void)cuvmm::PhysicalChunk(cuda, cuda.granularity(fabric, cuvmm::GranularityKind::minimum), fabric); });
   expect_unsupported([&] {
     cuvmm::GrowableOptions options;
     options.max_capacity = 64 * cuda.granularity({}, cuvmm::GranularityKind::minimum);
