@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -460,4 +461,43 @@ TEST_CASE("an exporter whose allow-list leaves out the importer's uid refuses it
   }
   CHECK(host.live_counts() == LiveCounts{});
   CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("an importer whose backend fails at any call keeps what it had mapped and leaks nothing, at every k",
+          "[ipc][shared][faults]") {
+  HostBackend host(cuvmm::test::small_host_options());
+  std::size_t const fd_baseline = open_fd_count();
+  auto const data = random_bytes(final_size, 41);
+  std::size_t k = 1;
+  for (;; ++k) {
+    CAPTURE(k);
+    cuvmm::FaultInjectingBackend faulty(host);
+    {
+      SharedBufferExporter exporter(host, growable(), quick_policy());
+      std::optional<SharedBufferImporter> importer;
+      std::jthread connect([&] { importer.emplace(faulty, exporter.socket_path(), Access::read_write, quick_policy()); });
+      exporter.accept_importer();
+      connect.join();
+      REQUIRE(importer.has_value());
+      grow_and_publish(exporter, data, 3);
+      faulty.fail_nth(k);
+      bool failed = false;
+      try {
+        importer->wait_for_size(steps[2]);
+      } catch (const cuvmm::Error& error) {
+        failed = true;
+        CHECK(error.context() == "injected fault");
+      }
+      CHECK(failed == faulty.fired());
+      // Whatever it mapped before the failure is whole chunks, side by side, holding the data.
+      CHECK(host.live_counts().mappings == importer->chunk_count() + exporter.storage().chunk_count());
+      CHECK(same_bytes(importer->data(), data, std::min(importer->capacity(), steps[2])));
+      CHECK(importer->connected() == !failed);
+      if (!failed) CHECK(importer->capacity() == exporter.capacity());
+    }
+    CHECK(host.live_counts() == LiveCounts{});
+    CHECK(open_fd_count() == fd_baseline);
+    if (!faulty.fired()) break;
+  }
+  CHECK(k > 4);  // at least import, chunk_info, map and set_access of the first chunk were failed
 }
