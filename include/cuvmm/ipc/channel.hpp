@@ -10,8 +10,8 @@
 // SCM_RIGHTS and received close-on-exec (MSG_CMSG_CLOEXEC). receive() takes ownership of every fd
 // that arrived before it checks anything, so a refused message (truncated, oversized, forged, with
 // the wrong number of fds) leaks no descriptor. Waiting is bounded by PeerPolicy::timeout.
-// Never does: follow symlinks into someone else's socket directory, raise SIGPIPE (sends use
-// MSG_NOSIGNAL), or accept a message from a peer whose credentials were not checked.
+// Never does: reuse an existing directory for its socket (mkdtemp makes a fresh one), raise SIGPIPE
+// (sends use MSG_NOSIGNAL), or accept a message from a peer whose credentials were not checked.
 #pragma once
 
 #include <sys/types.h>
