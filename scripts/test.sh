@@ -2,8 +2,10 @@
 # cuvmm's test command (the README's second quick-start command; .ci/run calls it too).
 #
 # Installs what is missing (Debian 12), then:
-#   1. builds with tests and runs the `unit` and `gpu` suites (gpu cases SKIP visibly without a GPU);
-#   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit` suite;
+#   1. builds with tests and runs the `unit`, `gpu` and `ipc` suites (gpu cases SKIP visibly without
+#      a GPU; ipc runs two-process sharing on the host backend and two MPI ranks under mpirun);
+#   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit` and `ipc`
+#      suites (without MPI: Open MPI's own allocations would read as leaks);
 #   3. installs the library into a scratch prefix and builds a small consumer project against it
 #      through pkg-config, and again with cuvmm as a Meson subproject;
 #   4. fuzzes the Arena for 60 s with libFuzzer (scripts/fuzz.sh; clang 14, host backend);
@@ -46,27 +48,27 @@ run_suites() {  # run_suites BUILD_DIR SUITE...: fresh reports, then meson test
   meson test -C "$dir" "${suites[@]}" --print-errorlogs
 }
 
-# 1. The plain build: unit and gpu suites.
-step "configure build" configure build -Dtests=enabled
+# 1. The plain build: unit, gpu and ipc suites.
+step "configure build" configure build -Dtests=enabled -Dmpi=enabled
 step "compile build" meson compile -C build
-step "test build (unit, gpu)" run_suites build unit gpu
+step "test build (unit, gpu, ipc)" run_suites build unit gpu ipc
 
 # Nothing may link libcuda: the driver layer resolves it at run time (the CUDA stubs on this
 # machine's LIBRARY_PATH would let a stray -lcuda link silently).
 no_libcuda() {
   local linked
-  linked=$(ldd build/src/libcuvmm.so build/tools/cuvmm-info build/test/gpu/gpu_* 2>/dev/null | grep -c 'libcuda\.so') || true
+  linked=$(ldd build/src/libcuvmm.so build/tools/cuvmm-info build/test/gpu/gpu_* build/test/ipc/ipc_gpu_* 2>/dev/null | grep -c 'libcuda\.so') || true
   echo "binaries that need libcuda.so: $linked"
   [ "$linked" -eq 0 ]
 }
 step "no libcuda dependency" no_libcuda
 
 # 2. Sanitizers on the unit suite (host code only; the gpu suite needs the real device).
-step "configure build-asan" configure build-asan -Dtests=enabled -Dgpu_tests=disabled \
+step "configure build-asan" configure build-asan -Dtests=enabled -Dgpu_tests=disabled -Dmpi=disabled \
   -Db_sanitize=address,undefined -Db_lundef=false
 step "compile build-asan" meson compile -C build-asan
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-step "test build-asan (unit, ASan+UBSan)" run_suites build-asan unit
+step "test build-asan (unit, ipc, ASan+UBSan)" run_suites build-asan unit ipc
 
 # 3. Consumers: the installed package through pkg-config, and cuvmm as a subproject.
 consumer_pkgconfig() {
@@ -93,7 +95,7 @@ step "fuzz the Arena for 60 s (libFuzzer, host backend)" bash scripts/fuzz.sh 60
 
 # 5. What ran: Catch2 test cases per program, skips with their reasons.
 echo
-echo "==> Catch2 test cases (build: unit + gpu; build-asan: unit under ASan+UBSan)"
+echo "==> Catch2 test cases (build: unit + gpu + ipc; build-asan: unit + ipc under ASan+UBSan)"
 step "test summary" python3 scripts/test-summary.py build/test-results build-asan/test-results
 
 if [ ${#failed[@]} -ne 0 ]; then

@@ -12,6 +12,9 @@
 #include <cuvmm/growable_storage.hpp>
 #include <cuvmm/growth_policy.hpp>
 #include <cuvmm/host_backend.hpp>
+#include <cuvmm/ipc/channel.hpp>
+#include <cuvmm/ipc/message.hpp>
+#include <cuvmm/ipc/shared_buffer.hpp>
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
 #include <cuvmm/types.hpp>

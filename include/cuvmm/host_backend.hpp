@@ -7,7 +7,11 @@
 //  - map:        mmap(MAP_FIXED | MAP_SHARED) of the whole memfd, only over a reserved, unmapped span;
 //  - unmap:      puts a PROT_NONE mapping back, so the reservation keeps no hole;
 //  - set_access: mprotect over mapped spans only;
-//  - posix fd:   the memfd itself (dup'ed) is the shareable handle.
+//  - posix fd:   the memfd itself (dup'ed) is the shareable handle;
+//  - fabric:     bytes naming the exporter's pid and memfd (and its inode), which another process
+//                of the same machine opens with pidfd_getfd or /proc: a handle made only of bytes,
+//                as a CUmemFabricHandle is, so code that exchanges fabric handles (over MPI) runs
+//                for real without a GPU. Valid only while the exporter keeps the chunk.
 // Checks the same preconditions as the driver (whole-chunk maps, no double map, access only on
 // mapped memory, no free of a range with mappings) and reports violations as cuvmm::Error.
 #pragma once
@@ -48,7 +52,7 @@ class HostBackend final : public Backend {
   void set_access(Address address, std::size_t size, std::span<const AccessGrant> grants) override;
   UniqueFd export_posix_fd(ChunkHandle chunk) override;
   ChunkHandle import_posix_fd(int fd, std::size_t size) override;
-  /// Not available on the host backend yet: throws cuvmm::Unsupported.
+  /// Bytes that a process of this machine imports while this one keeps the chunk (see above).
   FabricHandle export_fabric(ChunkHandle chunk) override;
   ChunkHandle import_fabric(const FabricHandle& handle, std::size_t size) override;
   LiveCounts live_counts() const noexcept override;

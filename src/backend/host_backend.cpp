@@ -8,8 +8,10 @@
 // How each call maps onto the kernel:
 //  - reserve:      mmap(PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE) of size + alignment,
 //                  then munmap of the head and tail so the kept part is aligned.
-//  - create_chunk: memfd_create(MFD_CLOEXEC) + fallocate, so the pages exist now: exhaustion is
-//                  OutOfMemory at this call, never a SIGBUS at first touch.
+//  - create_chunk: memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING) + fallocate, so the pages exist now:
+//                  exhaustion is OutOfMemory at this call, never a SIGBUS at first touch; then sealed
+//                  against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), so no
+//                  process that holds the fd can truncate the memory under another's mapping.
 //  - map:          mmap(MAP_FIXED | MAP_SHARED, PROT_NONE) of the whole memfd. MAP_FIXED silently
 //                  replaces whatever is there, so the books must first show the span reserved by us
 //                  and not mapped; that check is what keeps this call from corrupting the process.
@@ -17,8 +19,17 @@
 //                  span: the memory goes, the reservation keeps no hole another mmap could take.
 //  - set_access:   mprotect. Grants name devices; the host has one accessor (the CPU), so the most
 //                  permissive grant in the list is applied to the whole span.
-//  - posix fds:    export dups the memfd (close-on-exec); import dups the caller's fd (not consumed).
-//  - fabric:       not on the host: cuvmm::Unsupported.
+//  - posix fds:    export dups the memfd (close-on-exec); import dups the caller's fd (not consumed)
+//                  after checking it is a memfd sealed against shrinking, of the announced size,
+//                  open read-write: any other descriptor (a pipe, a file on disk, an unsealed memfd
+//                  its sender could truncate into a SIGBUS here) is refused.
+//  - fabric:       a handle made only of bytes, as a CUmemFabricHandle is: "cuvmmhst", version, the
+//                  exporter's pid and memfd number, the memfd's device and inode, and the chunk's
+//                  size. A process of the same machine opens it with pidfd_open + pidfd_getfd (or,
+//                  where ptrace rules refuse that, /proc/PID/fd/N), checks the inode is still the
+//                  exported chunk's, then imports it as a posix fd (all the checks above). It
+//                  lets MPI exchange code run for real without IMEX; it never crosses machines,
+//                  and it is valid only while the exporter keeps the chunk.
 //
 // Invariants, as the CUDA driver has them: chunk, range and mapping sizes are multiples of the
 // granularity; map() maps whole chunks into reserved, unmapped spans (which may cross the boundary
@@ -50,11 +61,14 @@
 #include <string_view>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 #include <utility>
 
 #include <cuvmm/error.hpp>
+
+#include "support/little_endian.hpp"
 
 namespace cuvmm {
 namespace {
@@ -63,6 +77,9 @@ std::size_t system_page_size() noexcept {
   long const page = ::sysconf(_SC_PAGESIZE);
   return page > 0 ? static_cast<std::size_t>(page) : std::size_t{4096};
 }
+
+/// The seals of every chunk's memfd: its size is fixed for good.
+constexpr int chunk_seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 bool is_power_of_two(std::size_t value) noexcept { return value != 0 && (value & (value - 1)) == 0; }
 
@@ -179,6 +196,16 @@ struct HostBackend::State {
     return it->second;
   }
 
+  /// The chunk behind `handle`, which must have been created shareable as `type` (named `what`).
+  const Chunk& shareable_chunk(std::string_view call, ChunkHandle handle, HandleType type, std::string_view what) const {
+    const Chunk& found = *chunk(call, handle);
+    if (!contains(found.info.shareable, type)) {
+      throw_invalid_argument(call, "chunk " + std::to_string(handle.value) + " was not created shareable as " +
+                                       std::string(what) + " (ChunkProperties::shareable)");
+    }
+    return found;
+  }
+
   void check_granular(std::string_view call, std::string_view what, std::size_t value) const {
     if (value == 0 || value % options.granularity != 0) {
       throw_invalid_argument(call, std::string(what) + " " + std::to_string(value) +
@@ -292,14 +319,6 @@ ChunkHandle HostBackend::create_chunk(std::size_t size, const ChunkProperties& p
   if (size > static_cast<std::size_t>(INT64_MAX)) {
     throw_invalid_argument(call, "size " + std::to_string(size) + " does not fit a file offset");
   }
-  if (contains(props.shareable, HandleType::fabric)) {
-    ErrorDetails details;
-    details.call = std::string(call);
-    details.code_name = "unsupported";
-    details.context = "a chunk exportable as a fabric handle was asked of the host backend";
-    throw Unsupported("fabric handles on the host backend", "export chunks as POSIX fds instead",
-                      std::move(details));
-  }
   std::string const what = "creating a chunk of " + std::to_string(size) + " bytes";
 
   // The bytes count as in use from the limit check on (so concurrent calls cannot both pass it);
@@ -327,13 +346,14 @@ ChunkHandle HostBackend::create_chunk(std::size_t size, const ChunkProperties& p
     }
   } hold{s, size};
 
-  UniqueFd memfd(::memfd_create("cuvmm-chunk", MFD_CLOEXEC));
+  UniqueFd memfd(::memfd_create("cuvmm-chunk", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!memfd) throw_errno("memfd_create", errno, what);
   int error = 0;
   do {
     error = ::fallocate(memfd.get(), 0, 0, static_cast<off_t>(size)) == 0 ? 0 : errno;
   } while (error == EINTR);
   if (error != 0) throw_errno("fallocate", error, what);
+  if (::fcntl(memfd.get(), F_ADD_SEALS, chunk_seals) != 0) throw_errno("fcntl(F_ADD_SEALS)", errno, what);
 
   auto chunk = std::make_shared<State::Chunk>();
   chunk->info = ChunkInfo{size, props.device, props.shareable, false};
@@ -444,11 +464,7 @@ void HostBackend::set_access(Address address, std::size_t size, std::span<const 
 UniqueFd HostBackend::export_posix_fd(ChunkHandle handle) {
   constexpr std::string_view call = "HostBackend::export_posix_fd";
   std::lock_guard lock(state_->mutex);
-  const State::Chunk& chunk = *state_->chunk(call, handle);
-  if (!contains(chunk.info.shareable, HandleType::posix_fd)) {
-    throw_invalid_argument(call, "chunk " + std::to_string(handle.value) +
-                                     " was not created shareable as a POSIX fd (ChunkProperties::shareable)");
-  }
+  const State::Chunk& chunk = state_->shareable_chunk(call, handle, HandleType::posix_fd, "a POSIX fd");
   int const fd = ::fcntl(chunk.memfd.get(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) throw_errno("fcntl(F_DUPFD_CLOEXEC)", errno, "exporting chunk " + std::to_string(handle.value));
   return UniqueFd(fd);
@@ -461,7 +477,7 @@ ChunkHandle HostBackend::import_posix_fd(int fd, std::size_t expected_size) {
   std::string const what = "importing fd " + std::to_string(fd);
   struct stat status {};
   if (::fstat(fd, &status) != 0) throw_errno("fstat", errno, what);
-  if (!S_ISREG(status.st_mode)) throw_invalid_argument(call, what + ": not a memfd or regular file");
+  if (!S_ISREG(status.st_mode)) throw_invalid_argument(call, what + ": not a memfd (not even a regular file)");
   std::size_t const size = static_cast<std::size_t>(status.st_size);
   s.check_granular(call, what + ": file size", size);
   if (size != expected_size) {
@@ -471,6 +487,13 @@ ChunkHandle HostBackend::import_posix_fd(int fd, std::size_t expected_size) {
   int const flags = ::fcntl(fd, F_GETFL);
   if (flags < 0) throw_errno("fcntl(F_GETFL)", errno, what);
   if ((flags & O_ACCMODE) != O_RDWR) throw_invalid_argument(call, what + ": not open for reading and writing");
+  int const seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 && errno != EINVAL) throw_errno("fcntl(F_GET_SEALS)", errno, what);
+  if (seals < 0) throw_invalid_argument(call, what + ": a regular file, not a memfd");
+  if ((seals & F_SEAL_SHRINK) == 0) {
+    throw_invalid_argument(call, what + ": a memfd not sealed against shrinking (F_SEAL_SHRINK), which its "
+                                        "sender could truncate under the mapping");
+  }
 
   UniqueFd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (!own) throw_errno("fcntl(F_DUPFD_CLOEXEC)", errno, what);
@@ -485,20 +508,96 @@ ChunkHandle HostBackend::import_posix_fd(int fd, std::size_t expected_size) {
 }
 
 namespace {
-[[noreturn]] void throw_fabric_unsupported(std::string call) {
-  ErrorDetails details;
-  details.call = std::move(call);
-  details.code_name = "unsupported";
-  details.context = "the host backend shares chunks as POSIX fds only";
-  throw Unsupported("fabric handles on the host backend", "export and import chunks as POSIX fds",
-                    std::move(details));
+
+/// The bytes of a host fabric handle (see the note at the top of this file).
+constexpr char host_handle_tag[8] = {'c', 'u', 'v', 'm', 'm', 'h', 's', 't'};
+constexpr std::uint32_t host_handle_version = 1;
+struct HostHandleFields {
+  std::uint32_t pid = 0;
+  std::uint32_t fd = 0;
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::uint64_t size = 0;
+};
+constexpr std::size_t tag_at = 0, version_at = 8, pid_at = 12, fd_at = 16, device_at = 24, inode_at = 32,
+                      size_at = 40, end_at = 48;
+
+template <class Int>
+void put_bytes(FabricHandle& handle, std::size_t at, Int value) {
+  detail::put_little_endian(handle.data, at, value);
 }
+
+template <class Int>
+Int get_bytes(const FabricHandle& handle, std::size_t at) {
+  return detail::get_little_endian<Int>(handle.data, at);
+}
+
+/// A descriptor for fd `fd` of process `pid`: pidfd_getfd, else a reopen through /proc.
+UniqueFd open_peer_fd(std::uint32_t pid, std::uint32_t fd, const std::string& what) {
+  constexpr std::string_view call = "HostBackend::import_fabric";
+  UniqueFd process(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)));
+  if (!process && errno == ESRCH)
+    throw_invalid_argument(call, what + ": process " + std::to_string(pid) +
+                                     " does not exist (a host fabric handle lives only as long as its exporter)");
+  if (!process) throw_errno("pidfd_open", errno, what);
+  UniqueFd got(static_cast<int>(::syscall(SYS_pidfd_getfd, process.get(), static_cast<int>(fd), 0)));
+  if (got) return got;  // pidfd_getfd sets close-on-exec
+  int const error = errno;
+  if (error == EBADF)
+    throw_invalid_argument(call, what + ": process " + std::to_string(pid) + " has no fd " + std::to_string(fd) +
+                                     " (the chunk was released)");
+  if (error != EPERM && error != ENOSYS) throw_errno("pidfd_getfd", error, what);
+  std::string const path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  got.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!got) throw_errno("open", errno, what + " through " + path + " (pidfd_getfd was refused with errno " + std::to_string(error) + ")");
+  return got;
+}
+
 }  // namespace
 
-FabricHandle HostBackend::export_fabric(ChunkHandle) { throw_fabric_unsupported("HostBackend::export_fabric"); }
+FabricHandle HostBackend::export_fabric(ChunkHandle handle) {
+  constexpr std::string_view call = "HostBackend::export_fabric";
+  std::lock_guard lock(state_->mutex);
+  const State::Chunk& chunk = state_->shareable_chunk(call, handle, HandleType::fabric, "a fabric handle");
+  struct stat status {};
+  if (::fstat(chunk.memfd.get(), &status) != 0) throw_errno("fstat", errno, "exporting chunk " + std::to_string(handle.value));
+  FabricHandle exported;
+  std::memcpy(exported.data, host_handle_tag, sizeof host_handle_tag);
+  put_bytes(exported, version_at, host_handle_version);
+  put_bytes(exported, pid_at, static_cast<std::uint32_t>(::getpid()));
+  put_bytes(exported, fd_at, static_cast<std::uint32_t>(chunk.memfd.get()));
+  put_bytes(exported, device_at, static_cast<std::uint64_t>(status.st_dev));
+  put_bytes(exported, inode_at, static_cast<std::uint64_t>(status.st_ino));
+  put_bytes(exported, size_at, static_cast<std::uint64_t>(chunk.info.size));
+  return exported;
+}
 
-ChunkHandle HostBackend::import_fabric(const FabricHandle&, std::size_t) {
-  throw_fabric_unsupported("HostBackend::import_fabric");
+ChunkHandle HostBackend::import_fabric(const FabricHandle& handle, std::size_t size) {
+  constexpr std::string_view call = "HostBackend::import_fabric";
+  bool const tagged = std::memcmp(handle.data, host_handle_tag, sizeof host_handle_tag) == 0;
+  bool padding_clear = get_bytes<std::uint32_t>(handle, 20) == 0;
+  for (std::size_t i = end_at; i < sizeof handle.data; ++i) padding_clear = padding_clear && handle.data[i] == std::byte{0};
+  if (!tagged || get_bytes<std::uint32_t>(handle, version_at) != host_handle_version || !padding_clear)
+    throw_invalid_argument(call, "not a host fabric handle of version " + std::to_string(host_handle_version) +
+                                     " (a CUmemFabricHandle, or forged bytes?)");
+  HostHandleFields const fields{get_bytes<std::uint32_t>(handle, pid_at), get_bytes<std::uint32_t>(handle, fd_at),
+                                get_bytes<std::uint64_t>(handle, device_at), get_bytes<std::uint64_t>(handle, inode_at),
+                                get_bytes<std::uint64_t>(handle, size_at)};
+  std::string const what = "importing fd " + std::to_string(fields.fd) + " of process " + std::to_string(fields.pid);
+  if (fields.size != size)
+    throw_invalid_argument(call, what + ": the handle is of a " + std::to_string(fields.size) + "-byte chunk, not the " +
+                                     std::to_string(size) + " announced");
+  UniqueFd const peer_fd = open_peer_fd(fields.pid, fields.fd, what);
+  struct stat status {};
+  if (::fstat(peer_fd.get(), &status) != 0) throw_errno("fstat", errno, what);
+  if (static_cast<std::uint64_t>(status.st_dev) != fields.device || static_cast<std::uint64_t>(status.st_ino) != fields.inode)
+    throw_invalid_argument(call, what + ": that fd is no longer the exported chunk (its inode differs)");
+  ChunkHandle const imported = import_posix_fd(peer_fd.get(), size);
+  std::lock_guard lock(state_->mutex);
+  // (Another thread may already have released the new handle: then there is nothing to record.)
+  if (auto const found = state_->chunks.find(static_cast<int>(imported.value)); found != state_->chunks.end())
+    found->second->info.shareable = HandleType::fabric;
+  return imported;
 }
 
 LiveCounts HostBackend::live_counts() const noexcept {

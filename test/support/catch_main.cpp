@@ -5,7 +5,8 @@
 // skips shows up as SKIP, neither as a failure nor as a pass.
 //
 // When CUVMM_TEST_RESULTS_DIR is set (Meson sets it), the run also writes Catch2's XML report to
-// DIR/<program>.xml, from which scripts/test-summary.py counts passed, failed and skipped cases.
+// DIR/<program>.xml, from which scripts/test-summary.py counts passed, failed and skipped cases
+// (under mpirun, rank 0 only).
 #include <catch2/catch_session.hpp>
 
 #include <cstdlib>
@@ -20,6 +21,9 @@ constexpr int meson_skipped = 77;
 
 int main(int argc, char* argv[]) {
   std::vector<std::string> args(argv, argv + argc);
+  // Under mpirun every rank runs this program: only rank 0 writes the report.
+  if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK"); rank != nullptr && std::string(rank) != "0")
+    ::unsetenv("CUVMM_TEST_RESULTS_DIR");
   if (const char* env = std::getenv("CUVMM_TEST_RESULTS_DIR"); env != nullptr && *env != '\0') {
     std::filesystem::path const dir = env;
     // Child processes that a test starts (e.g. to watch a fault) must not write this report.

@@ -1,6 +1,8 @@
 #include "child_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,8 +37,8 @@ class SpawnActions {
 
 }  // namespace
 
-ProgramRun run_program(const std::vector<std::string>& argv, const std::vector<std::string>& extra_environment) {
-  if (argv.empty()) throw std::invalid_argument("run_program: no program given");
+RunningProgram start_program(const std::vector<std::string>& argv, const std::vector<std::string>& extra_environment) {
+  if (argv.empty()) throw std::invalid_argument("start_program: no program given");
   int pipe_fds[2] = {-1, -1};
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) fail("pipe2", errno);
   pid_t child = -1;
@@ -61,22 +63,65 @@ ProgramRun run_program(const std::vector<std::string>& argv, const std::vector<s
     ::close(pipe_fds[0]);
     fail("posix_spawn " + argv[0], spawned);
   }
+  return RunningProgram(child, pipe_fds[0]);
+}
+
+RunningProgram::~RunningProgram() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (output_fd_ >= 0) ::close(output_fd_);
+}
+
+std::string RunningProgram::read_line_starting(const std::string& prefix, std::chrono::milliseconds timeout) {
+  auto const deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    // Look at every complete line not yet scanned.
+    for (std::size_t end = output_.find('\n', scanned_); end != std::string::npos; end = output_.find('\n', scanned_)) {
+      std::string const line = output_.substr(scanned_, end - scanned_);
+      scanned_ = end + 1;
+      if (line.compare(0, prefix.size(), prefix) == 0) return line.substr(prefix.size());
+    }
+    auto const left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) throw std::runtime_error("no line starting with '" + prefix + "' in time; output:\n" + output_);
+    pollfd entry{output_fd_, POLLIN, 0};
+    int const ready = ::poll(&entry, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno != EINTR) fail("poll", errno);
+    if (ready <= 0) continue;
+    char buffer[4096];
+    ssize_t const got = ::read(output_fd_, buffer, sizeof buffer);
+    if (got == 0) throw std::runtime_error("the program ended its output before '" + prefix + "'; output:\n" + output_);
+    if (got > 0) output_.append(buffer, static_cast<std::size_t>(got));
+  }
+}
+
+ProgramRun RunningProgram::wait() {
   ProgramRun run;
   char buffer[4096];
   for (;;) {
-    ssize_t const got = ::read(pipe_fds[0], buffer, sizeof buffer);
+    ssize_t const got = ::read(output_fd_, buffer, sizeof buffer);
     if (got > 0) {
-      run.output.append(buffer, static_cast<std::size_t>(got));
+      output_.append(buffer, static_cast<std::size_t>(got));
     } else if (got == 0 || errno != EINTR) {
       break;
     }
   }
-  ::close(pipe_fds[0]);
+  ::close(output_fd_);
+  output_fd_ = -1;
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
+  pid_ = -1;
   if (WIFEXITED(status)) run.exit_status = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
+  run.output = std::move(output_);
   return run;
+}
+
+ProgramRun run_program(const std::vector<std::string>& argv, const std::vector<std::string>& extra_environment) {
+  return start_program(argv, extra_environment).wait();
 }
 
 std::string own_executable() {

@@ -24,6 +24,7 @@
 #include <catch2/catch_tostring.hpp>
 
 #include <cuvmm/backend.hpp>
+#include <cuvmm/host_backend.hpp>
 #include <cuvmm/types.hpp>
 
 template <>
@@ -39,6 +40,13 @@ namespace cuvmm::test {
 
 /// The granularity the unit tests give HostBackend: small, so tests stay light on memory.
 inline constexpr std::size_t test_granularity = 64 * KiB;
+
+/// HostBackend options with the test granularity.
+inline HostBackend::Options small_host_options() {
+  HostBackend::Options options;
+  options.granularity = test_granularity;
+  return options;
+}
 
 /// The protection column of /proc/self/maps for the mapping containing `address` (e.g. "rw-s",
 /// "---p"), or "unmapped" when no mapping contains it.

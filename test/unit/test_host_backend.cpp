@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -453,29 +455,80 @@ TEST_CASE("handles the backend does not know, or may not export, are refused", "
   CHECK(backend.live_counts() == LiveCounts{});
 }
 
-TEST_CASE("fabric handles are unsupported on the host backend, with POSIX fds as the remedy", "[host_backend]") {
+TEST_CASE("a host fabric handle is bytes that another process imports as the same memory", "[host_backend]") {
+  std::size_t const fd_baseline = open_fd_count();
   HostBackend backend(options(G));
-  ChunkHandle const chunk = backend.create_chunk(G, shareable);
+  constexpr ChunkProperties fabric_shareable{0, HandleType::fabric, false};
+  ChunkHandle const chunk = backend.create_chunk(2 * G, fabric_shareable);
+  Address const base = backend.reserve(2 * G, 0);
+  backend.map(base, 2 * G, chunk);
+  backend.set_access(base, 2 * G, read_write);
+  auto const data = random_bytes(2 * G, 61);
+  write_bytes(base, data);
+  cuvmm::FabricHandle const handle = backend.export_fabric(chunk);
+  CHECK(std::memcmp(handle.data, "cuvmmhst", 8) == 0);
 
-  auto const exported = thrown_by<cuvmm::Unsupported>([&] { (void)backend.export_fabric(chunk); });
-  CHECK(exported.capability() == "fabric handles on the host backend");
-  CHECK_THAT(exported.remedy(), ContainsSubstring("POSIX fds"));
-  CHECK(exported.call() == "HostBackend::export_fabric");
+  // Another process (a forked child, with its own backend) opens it by pid and fd, and writes back.
+  auto const more = random_bytes(G, 62);
+  auto const child = run_in_child([&] {
+    HostBackend other(options(G));
+    ChunkHandle const imported = other.import_fabric(handle, 2 * G);
+    if (other.chunk_info(imported).shareable != HandleType::fabric) ::_exit(3);
+    Address const view = other.reserve(2 * G, 0);
+    other.map(view, 2 * G, imported);
+    other.set_access(view, 2 * G, read_write);
+    if (read_bytes(view, 2 * G) != data) ::_exit(4);
+    write_bytes(view + G, more);
+    ::_exit(0);
+  });
+  CHECK(child.exit_code == 0);
+  CHECK(read_bytes(base + G, G) == more);
 
-  auto const imported = thrown_by<cuvmm::Unsupported>([&] { (void)backend.import_fabric(cuvmm::FabricHandle{}, G); });
-  CHECK(imported.capability() == "fabric handles on the host backend");
-  CHECK(imported.call() == "HostBackend::import_fabric");
+  // Wrong size, forged bytes, a process that is gone: clear errors, nothing imported.
+  auto const import_error = [&](const cuvmm::FabricHandle& h, std::size_t size) {
+    auto const error = thrown_by<cuvmm::Error>([&] { (void)backend.import_fabric(h, size); });
+    CHECK(error.call() == "HostBackend::import_fabric");
+    return std::string(error.what());
+  };
+  CHECK_THAT(import_error(handle, G), ContainsSubstring("the handle is of a 131072-byte chunk, not the 65536 announced"));
+  cuvmm::FabricHandle forged = handle;
+  forged.data[60] = std::byte{1};
+  CHECK_THAT(import_error(forged, 2 * G), ContainsSubstring("not a host fabric handle"));
+  CHECK_THAT(import_error(cuvmm::FabricHandle{}, 2 * G), ContainsSubstring("not a host fabric handle"));
+  cuvmm::FabricHandle other_fd = handle;
+  other_fd.data[16] = std::byte{0};  // fd 0 of this process: not the chunk
+  other_fd.data[17] = std::byte{0};
+  CHECK_THAT(import_error(other_fd, 2 * G), ContainsSubstring("no longer the exported chunk") ||
+                                               ContainsSubstring("has no fd 0"));
+  pid_t const gone = ::fork();  // a process that has exited and been reaped
+  if (gone == 0) ::_exit(0);
+  REQUIRE(gone > 0);
+  REQUIRE(::waitpid(gone, nullptr, 0) == gone);
+  cuvmm::FabricHandle of_gone = handle;
+  for (std::size_t i = 0; i < 4; ++i) of_gone.data[12 + i] = static_cast<std::byte>((static_cast<std::uint32_t>(gone) >> (8 * i)) & 0xFF);
+  CHECK_THAT(import_error(of_gone, 2 * G), ContainsSubstring("process " + std::to_string(gone) + " does not exist"));
 
-  auto const created = thrown_by<cuvmm::Unsupported>(
-      [&] { (void)backend.create_chunk(G, {0, HandleType::posix_fd | HandleType::fabric, false}); });
-  CHECK(created.capability() == "fabric handles on the host backend");
-  CHECK(created.call() == "HostBackend::create_chunk");
+  auto const not_fabric = thrown_by<cuvmm::Error>([&] {
+    ChunkHandle const posix_only = backend.create_chunk(G, shareable);
+    struct Release {
+      HostBackend& b;
+      ChunkHandle c;
+      ~Release() { b.release_chunk(c); }
+    } release{backend, posix_only};
+    (void)backend.export_fabric(posix_only);
+  });
+  CHECK_THAT(not_fabric.context(), ContainsSubstring("not created shareable as a fabric handle"));
 
+  backend.unmap(base, 2 * G);
+  backend.free_range(base, 2 * G);
   backend.release_chunk(chunk);
   CHECK(backend.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+  CHECK_THAT(import_error(handle, 2 * G), ContainsSubstring("has no fd") || ContainsSubstring("no longer the exported chunk"));
 }
 
-TEST_CASE("import_posix_fd accepts only read-write files sized in whole granules", "[host_backend]") {
+TEST_CASE("import_posix_fd accepts only read-write memfds sealed against shrinking, sized in whole granules",
+          "[host_backend]") {
   std::size_t const fd_baseline = open_fd_count();
   HostBackend backend(options(G));
   auto const import_error = [&](int fd) {
@@ -495,7 +548,7 @@ TEST_CASE("import_posix_fd accepts only read-write files sized in whole granules
   REQUIRE(::pipe2(pipe_ends, O_CLOEXEC) == 0);
   cuvmm::UniqueFd const pipe_read(pipe_ends[0]);
   cuvmm::UniqueFd const pipe_write(pipe_ends[1]);
-  CHECK_THAT(import_error(pipe_read.get()), ContainsSubstring("not a memfd or regular file"));
+  CHECK_THAT(import_error(pipe_read.get()), ContainsSubstring("not a memfd (not even a regular file)"));
 
   cuvmm::UniqueFd const odd(::memfd_create("odd-size", MFD_CLOEXEC));
   REQUIRE(::ftruncate(odd.get(), static_cast<off_t>(G + page_size())) == 0);
@@ -504,26 +557,31 @@ TEST_CASE("import_posix_fd accepts only read-write files sized in whole granules
   cuvmm::UniqueFd const empty(::memfd_create("empty", MFD_CLOEXEC));
   CHECK_THAT(import_error(empty.get()), ContainsSubstring("file size 0"));
 
-  cuvmm::UniqueFd const sized(::memfd_create("sized", MFD_CLOEXEC));
+  cuvmm::UniqueFd const unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
+  REQUIRE(::ftruncate(unsealed.get(), static_cast<off_t>(2 * G)) == 0);
+  CHECK_THAT(import_error(unsealed.get()), ContainsSubstring("not sealed against shrinking"));
+
+  cuvmm::UniqueFd const sized(::memfd_create("sized", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   REQUIRE(::ftruncate(sized.get(), static_cast<off_t>(2 * G)) == 0);
+  REQUIRE(::fcntl(sized.get(), F_ADD_SEALS, F_SEAL_SHRINK) == 0);
   std::string const path = "/proc/self/fd/" + std::to_string(sized.get());
   cuvmm::UniqueFd const read_only(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   REQUIRE(read_only.valid());
   CHECK_THAT(import_error(read_only.get()), ContainsSubstring("not open for reading and writing"));
 
   CHECK(backend.live_counts() == LiveCounts{});
-  CHECK(open_fd_count() == fd_baseline + 6);  // only the descriptors this test opened itself
+  CHECK(open_fd_count() == fd_baseline + 7);  // only the descriptors this test opened itself
 
   // The size must be the one announced.
   CHECK_THAT(import_error_sized(sized.get(), G), ContainsSubstring("not the 65536 announced"));
 
-  // A plain memfd of whole granules is accepted, and importing it takes no ownership of it.
+  // A sealed memfd of whole granules is accepted, and importing it takes no ownership of it.
   ChunkHandle const chunk = backend.import_posix_fd(sized.get(), 2 * G);
   CHECK(backend.chunk_info(chunk).size == 2 * G);
-  CHECK(open_fd_count() == fd_baseline + 7);
+  CHECK(open_fd_count() == fd_baseline + 8);
   backend.release_chunk(chunk);
   CHECK(::fcntl(sized.get(), F_GETFD) != -1);
-  CHECK(open_fd_count() == fd_baseline + 6);
+  CHECK(open_fd_count() == fd_baseline + 7);
 }
 
 TEST_CASE("past the physical limit create_chunk throws OutOfMemory and leaks nothing", "[host_backend]") {

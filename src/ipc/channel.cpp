@@ -1,0 +1,302 @@
+// Channel and Listener: cuvmm messages and fds over a private SOCK_SEQPACKET Unix socket.
+//
+// Owns: a Channel its connected socket; a Listener its listening socket, the socket file and the
+// private directory around it (removed in that order when it dies).
+// Invariants: a Channel exists only once its peer's credentials passed the policy; every fd that
+// arrives is owned by a UniqueFd before any check can throw; a message is exactly
+// wire_message_bytes (SOCK_SEQPACKET delivers it whole: MSG_TRUNC reveals anything longer).
+// Never does: block without a bound (poll with the policy's timeout first), raise SIGPIPE, or
+// keep a connection whose peer was refused.
+#include <cuvmm/ipc/channel.hpp>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include <cuvmm/error.hpp>
+
+namespace cuvmm::ipc {
+namespace {
+
+/// More fds than a message may carry are still received (then refused), up to this many; past it
+/// the kernel closes the rest itself (MSG_CTRUNC).
+constexpr std::size_t max_received_fds = 8;
+
+std::string credentials_text(const PeerCredentials& peer) {
+  return "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) + ")";
+}
+
+std::string allowed_text(const PeerPolicy& policy) {
+  if (policy.allowed_uids.empty()) return "only this process's uid " + std::to_string(::geteuid());
+  std::string text = "the allow-list";
+  for (uid_t uid : policy.allowed_uids) text += " " + std::to_string(uid);
+  return text;
+}
+
+sockaddr_un socket_address(const std::filesystem::path& path, std::string_view call) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::string const text = path.string();
+  if (text.empty() || text.size() >= sizeof address.sun_path)
+    throw_invalid_argument(call, "socket path '" + text + "' is empty or longer than " +
+                                     std::to_string(sizeof address.sun_path - 1) + " bytes");
+  std::memcpy(address.sun_path, text.c_str(), text.size() + 1);
+  return address;
+}
+
+int timeout_ms(const PeerPolicy& policy) {
+  auto const count = policy.timeout.count();
+  return count < 0 ? -1 : static_cast<int>(std::min<long long>(count, INT32_MAX));
+}
+
+/// Waits until `socket` is readable; false on timeout.
+bool wait_readable(int socket, int timeout, std::string_view what) {
+  pollfd entry{socket, POLLIN, 0};
+  for (;;) {
+    int const ready = ::poll(&entry, 1, timeout);
+    if (ready > 0) return true;
+    if (ready == 0) return false;
+    if (errno != EINTR) throw_errno("poll", errno, std::string(what));
+  }
+}
+
+std::filesystem::path default_parent() {
+  if (char const* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime == '/') {
+    struct stat status {};
+    if (::stat(runtime, &status) == 0 && S_ISDIR(status.st_mode) && status.st_uid == ::geteuid()) return runtime;
+  }
+  return std::filesystem::temp_directory_path();
+}
+
+}  // namespace
+
+bool PeerPolicy::allows(uid_t uid) const noexcept {
+  if (allowed_uids.empty()) return uid == ::geteuid();
+  return std::find(allowed_uids.begin(), allowed_uids.end(), uid) != allowed_uids.end();
+}
+
+Channel::Channel(UniqueFd socket, PeerPolicy policy) : policy_(std::move(policy)) {
+  if (!socket) throw_invalid_argument("cuvmm::ipc::Channel", "no socket was given");
+  ucred credentials{};
+  socklen_t length = sizeof credentials;
+  if (::getsockopt(socket.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0)
+    throw_errno("getsockopt(SO_PEERCRED)", errno, "reading the peer's credentials");
+  peer_ = PeerCredentials{credentials.pid, credentials.uid, credentials.gid};
+  if (!policy_.allows(peer_.uid)) {
+    ErrorDetails details;
+    details.call = "SO_PEERCRED";
+    details.code_name = "peer refused";
+    details.context = "the peer is " + credentials_text(peer_) + ", but the policy allows " + allowed_text(policy_) +
+                      "; the connection was closed";
+    throw Error(std::move(details));  // `socket` closes here
+  }
+  socket_ = std::move(socket);
+}
+
+Channel Channel::connect(const std::filesystem::path& socket_path, PeerPolicy policy) {
+  constexpr std::string_view call = "cuvmm::ipc::Channel::connect";
+  sockaddr_un const address = socket_address(socket_path, call);
+  UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!socket) throw_errno("socket(AF_UNIX, SOCK_SEQPACKET)", errno, "connecting to " + socket_path.string());
+  int result = 0;
+  do {
+    result = ::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  } while (result != 0 && errno == EINTR);
+  if (result != 0) throw_errno("connect", errno, "connecting to " + socket_path.string());
+  return Channel(std::move(socket), std::move(policy));
+}
+
+void Channel::send(const Message& message, int fd) {
+  constexpr std::string_view call = "cuvmm::ipc::Channel::send";
+  if (!socket_) throw_invalid_argument(call, "the channel is not connected");
+  bool const needs_fd = message.handle_type == HandleType::posix_fd;
+  if (needs_fd != (fd >= 0))
+    throw_invalid_argument(call, needs_fd ? "a posix_fd chunk message needs its fd" : "an fd was given with a message that carries none");
+  WireBytes bytes = encode(message);
+  iovec part{bytes.data(), bytes.size()};
+  msghdr header{};
+  header.msg_iov = &part;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (needs_fd) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+    cmsghdr* const rights = CMSG_FIRSTHDR(&header);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(rights), &fd, sizeof fd);
+  }
+  ssize_t sent = 0;
+  do {
+    sent = ::sendmsg(socket_.get(), &header, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  std::string const what = "sending a " + std::string(to_string(message.kind)) + " message to " + credentials_text(peer_);
+  if (sent < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+    int const error = errno;
+    socket_.reset();
+    throw_errno("sendmsg", error, what + ": the peer closed the connection");
+  }
+  if (sent < 0) throw_errno("sendmsg", errno, what);
+  if (static_cast<std::size_t>(sent) != bytes.size())
+    throw_invalid_argument(call, what + ": only " + std::to_string(sent) + " bytes were sent");
+}
+
+Received Channel::receive() {
+  std::optional<Received> received = receive_within(timeout_ms(policy_));
+  if (!received) {
+    ErrorDetails details;
+    details.call = "cuvmm::ipc::Channel::receive";
+    details.code_name = "timed out";
+    details.context = "no message from " + credentials_text(peer_) + " within " +
+                      std::to_string(policy_.timeout.count()) + " ms (PeerPolicy::timeout)";
+    throw Error(std::move(details));
+  }
+  return std::move(*received);
+}
+
+std::optional<Received> Channel::try_receive() { return receive_within(0); }
+
+std::optional<Received> Channel::receive_within(int timeout) {
+  constexpr std::string_view call = "cuvmm::ipc::Channel::receive";
+  if (!socket_) throw_invalid_argument(call, "the channel is not connected");
+  std::string const source = "socket peer " + credentials_text(peer_);
+  if (!wait_readable(socket_.get(), timeout, "waiting for a message from " + source)) return std::nullopt;
+
+  WireBytes bytes{};
+  iovec part{bytes.data(), bytes.size()};
+  msghdr header{};
+  header.msg_iov = &part;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * max_received_fds)] = {};
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  ssize_t length = 0;
+  do {
+    length = ::recvmsg(socket_.get(), &header, MSG_CMSG_CLOEXEC | MSG_TRUNC);
+  } while (length < 0 && errno == EINTR);
+  if (length < 0 && errno == ECONNRESET) length = 0;
+  if (length < 0) throw_errno("recvmsg", errno, "receiving a message from " + source);
+
+  // Own every descriptor that arrived before anything can throw.
+  std::vector<UniqueFd> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    std::size_t const count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      fds.emplace_back(fd);
+    }
+  }
+  auto const refuse = [&](std::string what) {
+    socket_.reset();  // a peer that breaks the protocol is not listened to again
+    throw_invalid_argument(call, "message from " + source + " refused: " + what + "; the connection was closed");
+  };
+  if (length == 0) {
+    socket_.reset();
+    ErrorDetails details;
+    details.call = std::string(call);
+    details.code_name = "peer closed";
+    details.context = "the peer " + credentials_text(peer_) + " closed the connection (it exited or was killed)";
+    throw Error(std::move(details));
+  }
+  if ((header.msg_flags & MSG_CTRUNC) != 0)
+    refuse("more than " + std::to_string(max_received_fds) + " descriptors came with it");
+  if (static_cast<std::size_t>(length) > bytes.size())  // MSG_TRUNC: the length it really had
+    refuse("oversized: " + std::to_string(length) + " bytes, a message has " + std::to_string(bytes.size()));
+  Message message;
+  try {
+    message = decode(std::span<const std::byte>(bytes.data(), static_cast<std::size_t>(length)), source);
+  } catch (const Error&) {
+    socket_.reset();
+    throw;
+  }
+  std::size_t const expected_fds = message.handle_type == HandleType::posix_fd ? 1 : 0;
+  if (fds.size() != expected_fds)
+    refuse(std::to_string(fds.size()) + " descriptors came with a " + std::string(to_string(message.kind)) +
+           " message of handle type " + std::to_string(static_cast<int>(message.handle_type)) + ", which carries " +
+           std::to_string(expected_fds));
+  Received received;
+  received.message = message;
+  if (!fds.empty()) received.fd = std::move(fds.front());
+  return received;
+}
+
+Listener::Listener(PeerPolicy policy, const std::filesystem::path& parent) : policy_(std::move(policy)) {
+  constexpr std::string_view call = "cuvmm::ipc::Listener";
+  std::filesystem::path const base = parent.empty() ? default_parent() : parent;
+  std::string pattern = (base / "cuvmm-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw_errno("mkdtemp", errno, "making a private socket directory under " + base.string());
+  directory_ = pattern;  // mode 0700, ours: removed by remove() from here on
+  try {
+    socket_path_ = directory_ / "socket";
+    sockaddr_un const address = socket_address(socket_path_, call);
+    socket_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!socket_) throw_errno("socket(AF_UNIX, SOCK_SEQPACKET)", errno, "listening at " + socket_path_.string());
+    if (::bind(socket_.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
+      throw_errno("bind", errno, "binding " + socket_path_.string());
+    if (::chmod(socket_path_.c_str(), 0600) != 0) throw_errno("chmod", errno, "making " + socket_path_.string() + " private");
+    if (::listen(socket_.get(), 16) != 0) throw_errno("listen", errno, "listening at " + socket_path_.string());
+  } catch (...) {
+    remove();
+    throw;
+  }
+}
+
+Listener::Listener(Listener&& other) noexcept
+    : socket_(std::move(other.socket_)),
+      policy_(std::move(other.policy_)),
+      directory_(std::exchange(other.directory_, {})),
+      socket_path_(std::exchange(other.socket_path_, {})) {}
+
+Listener& Listener::operator=(Listener&& other) noexcept {
+  if (this != &other) {
+    remove();
+    socket_ = std::move(other.socket_);
+    policy_ = std::move(other.policy_);
+    directory_ = std::exchange(other.directory_, {});
+    socket_path_ = std::exchange(other.socket_path_, {});
+  }
+  return *this;
+}
+
+Listener::~Listener() { remove(); }
+
+void Listener::remove() noexcept {
+  socket_.reset();
+  if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+  if (!directory_.empty()) ::rmdir(directory_.c_str());
+  socket_path_.clear();
+  directory_.clear();
+}
+
+Channel Listener::accept() {
+  if (!socket_) throw_invalid_argument("cuvmm::ipc::Listener::accept", "the listener was moved from");
+  if (!wait_readable(socket_.get(), timeout_ms(policy_), "waiting for a peer at " + socket_path_.string())) {
+    ErrorDetails details;
+    details.call = "cuvmm::ipc::Listener::accept";
+    details.code_name = "timed out";
+    details.context = "no peer connected to " + socket_path_.string() + " within " +
+                      std::to_string(policy_.timeout.count()) + " ms (PeerPolicy::timeout)";
+    throw Error(std::move(details));
+  }
+  int fd = -1;
+  do {
+    fd = ::accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw_errno("accept4", errno, "accepting a peer at " + socket_path_.string());
+  return Channel(UniqueFd(fd), policy_);
+}
+
+}  // namespace cuvmm::ipc

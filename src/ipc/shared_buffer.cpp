@@ -1,0 +1,197 @@
+// SharedBufferExporter and SharedBufferImporter: see the design note in cuvmm/ipc/shared_buffer.hpp.
+//
+// Exporter: owns the storage, the listener and one Channel per importer. A growth step is all or
+// nothing: if exporting the new chunks' fds fails, the new chunks are given back (shrink_to the
+// old capacity) and nothing is announced. Announcing is then per importer and isolated: an importer
+// whose send fails is closed and forgotten, the others and the storage are untouched.
+// Importer: owns its channel, its one range, and the imported chunks with their mappings. Each
+// chunk is applied as a small transaction: checked, imported and mapped into locals, then moved
+// (noexcept) into vectors whose room was made first; if anything throws, the locals unmap and
+// release, the importer stops listening, and what was mapped before stays as it was.
+#include <cuvmm/ipc/shared_buffer.hpp>
+
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <cuvmm/error.hpp>
+
+namespace cuvmm::ipc {
+namespace {
+
+GrowableOptions shareable_as_fd(GrowableOptions options) {
+  options.shareable = options.shareable | HandleType::posix_fd;
+  return options;
+}
+
+[[noreturn]] void refuse(std::string what) {
+  throw_invalid_argument("cuvmm::ipc::SharedBufferImporter", "the exporter's message was refused: " + std::move(what) +
+                                                                 "; no longer listening to it");
+}
+
+}  // namespace
+
+SharedBufferExporter::SharedBufferExporter(Backend& backend, GrowableOptions options, PeerPolicy policy,
+                                           const std::filesystem::path& socket_parent)
+    : storage_(backend, shareable_as_fd(std::move(options))), listener_(std::move(policy), socket_parent) {}
+
+std::vector<UniqueFd> SharedBufferExporter::export_chunks(std::size_t first) const {
+  const std::vector<PhysicalChunk>& chunks = storage_.chunks();
+  std::vector<UniqueFd> fds;
+  fds.reserve(chunks.size() - first);
+  for (std::size_t i = first; i < chunks.size(); ++i) fds.push_back(chunks[i].export_posix_fd());
+  return fds;
+}
+
+void SharedBufferExporter::send_chunks(Channel& importer, std::size_t first, const std::vector<UniqueFd>& fds) const {
+  const std::vector<PhysicalChunk>& chunks = storage_.chunks();
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < first; ++i) offset += chunks[i].size();
+  for (std::size_t i = first; i < chunks.size(); ++i) {
+    importer.send(chunk_message(HandleType::posix_fd, offset, chunks[i].size(), i), fds[i - first].get());
+    offset += chunks[i].size();
+  }
+}
+
+template <class Send>
+void SharedBufferExporter::for_each_importer(Send&& send) noexcept {
+  std::size_t kept = 0;
+  for (Channel& importer : importers_) {
+    try {
+      send(importer);
+    } catch (...) {
+      importer.close();  // it cannot follow any more: forget it
+      continue;
+    }
+    if (&importers_[kept] != &importer) importers_[kept] = std::move(importer);
+    ++kept;
+  }
+  while (importers_.size() > kept) importers_.pop_back();
+}
+
+void SharedBufferExporter::accept_importer() {
+  importers_.reserve(importers_.size() + 1);  // so keeping it cannot throw
+  Channel importer = listener_.accept();
+  importer.send(hello_message(storage_.max_capacity(), storage_.chunk_count()));
+  send_chunks(importer, 0, export_chunks(0));
+  importer.send(size_message(published_, storage_.chunk_count()));
+  importers_.push_back(std::move(importer));
+}
+
+void SharedBufferExporter::reserve(std::size_t bytes) {
+  std::size_t const before = storage_.chunk_count();
+  std::size_t const capacity_before = storage_.capacity();
+  storage_.reserve(bytes);
+  if (storage_.chunk_count() == before) return;
+  std::vector<UniqueFd> fds;
+  try {
+    fds = export_chunks(before);
+  } catch (...) {
+    storage_.shrink_to(capacity_before);  // all or nothing: the new chunks go again
+    throw;
+  }
+  for_each_importer([&](Channel& importer) { send_chunks(importer, before, fds); });
+}
+
+void SharedBufferExporter::publish(std::size_t bytes) {
+  if (bytes > storage_.capacity())
+    throw_invalid_argument("cuvmm::ipc::SharedBufferExporter::publish",
+                           "size " + std::to_string(bytes) + " is beyond the " + std::to_string(storage_.capacity()) +
+                               " bytes mapped");
+  published_ = bytes;
+  Message const size = size_message(bytes, storage_.chunk_count());
+  for_each_importer([&](Channel& importer) { importer.send(size); });
+}
+
+SharedBufferImporter::SharedBufferImporter(Backend& backend, const std::filesystem::path& socket_path, Access access,
+                                           PeerPolicy policy, int device)
+    : backend_(&backend), grant_{device, access}, channel_(Channel::connect(socket_path, std::move(policy))) {
+  Received hello = channel_.receive();
+  try {
+    if (hello.message.kind != MessageKind::hello)
+      refuse("the first message is a " + std::string(to_string(hello.message.kind)) + ", not a hello");
+    if (hello.message.size == 0) refuse("the hello announces a range of 0 bytes");
+    range_ = AddressRange(backend, hello.message.size);
+  } catch (...) {
+    channel_.close();
+    throw;
+  }
+}
+
+std::size_t SharedBufferImporter::update() {
+  std::size_t applied = 0;
+  while (channel_.connected()) {
+    std::optional<Received> received;
+    try {
+      received = channel_.try_receive();
+    } catch (const Error& error) {
+      if (error.code_name() == "peer closed") break;  // the exporter exited: what we have stays
+      throw;
+    }
+    if (!received) break;
+    apply(std::move(*received));
+    ++applied;
+  }
+  return applied;
+}
+
+void SharedBufferImporter::wait_for_size(std::size_t bytes) {
+  if (bytes > range_.size())
+    throw_invalid_argument("cuvmm::ipc::SharedBufferImporter::wait_for_size",
+                           "size " + std::to_string(bytes) + " is beyond the exporter's maximum capacity " +
+                               std::to_string(range_.size()));
+  while (size_ < bytes) {
+    if (!channel_.connected())
+      throw_invalid_argument("cuvmm::ipc::SharedBufferImporter::wait_for_size",
+                             "the exporter is no longer connected; its size stayed " + std::to_string(size_));
+    apply(channel_.receive());
+  }
+}
+
+void SharedBufferImporter::apply(Received received) {
+  try {
+    const Message& m = received.message;
+    switch (m.kind) {
+      case MessageKind::hello:
+        refuse("a second hello");
+      case MessageKind::chunk:
+        apply_chunk(m, std::move(received.fd));
+        return;
+      case MessageKind::size:
+        if (m.size > capacity_)
+          refuse("size " + std::to_string(m.size) + " is beyond the " + std::to_string(capacity_) + " bytes mapped");
+        if (m.generation != chunks_.size())
+          refuse("the size message follows chunk generation " + std::to_string(m.generation) + ", but " +
+                 std::to_string(chunks_.size()) + " chunks arrived");
+        size_ = m.size;
+        return;
+    }
+    refuse("an unknown message kind");
+  } catch (...) {
+    channel_.close();
+    throw;
+  }
+}
+
+void SharedBufferImporter::apply_chunk(const Message& m, UniqueFd fd) {
+  if (m.handle_type != HandleType::posix_fd)
+    refuse("a chunk with a fabric handle: over a socket chunks come as POSIX fds (fabric handles travel over MPI)");
+  if (m.generation != chunks_.size())
+    refuse("chunk generation " + std::to_string(m.generation) + ", expected " + std::to_string(chunks_.size()));
+  if (m.offset >= range_.size() || m.size > range_.size() - m.offset)
+    refuse("chunk [" + std::to_string(m.offset) + ", +" + std::to_string(m.size) + ") is outside the exporter's range of " +
+           std::to_string(range_.size()) + " bytes");
+  if (m.offset != capacity_)
+    refuse("chunk at offset " + std::to_string(m.offset) + ", expected " + std::to_string(capacity_) +
+           " (the end of the mapped prefix)");
+  chunks_.reserve(chunks_.size() + 1);
+  mappings_.reserve(mappings_.size() + 1);
+  PhysicalChunk chunk = PhysicalChunk::import_posix_fd(*backend_, fd.get(), m.size);
+  Mapping mapping(range_, m.offset, chunk, std::span<const AccessGrant>(&grant_, 1));
+  chunks_.push_back(std::move(chunk));
+  mappings_.push_back(std::move(mapping));
+  capacity_ += m.size;
+}
+
+}  // namespace cuvmm::ipc
