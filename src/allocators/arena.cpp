@@ -1,35 +1,44 @@
 // Arena: how it works (the contract is in include/cuvmm/arena.hpp).
 //
-// What it owns: one AddressRange cut into page slots; pages (PhysicalChunks of page_bytes) either
-// mapped at a slot (`mapped`) or pooled unmapped (`pool`); per stream, the mapped free extents it
-// freed (`cached`) and the small blocks it freed (`free_blocks`, per size class).
+// What it owns: one AddressRange cut into slots of page_bytes; physical pages of two sizes, small
+// (page_bytes, one slot) and large (large_page_bytes, L slots), each either mapped at a slot
+// (`mapped`, keyed by its first slot) or pooled unmapped (`pool`, `large_pool`); per stream, what
+// it freed: mapped free extents of small pages (`cached`), whole freed spans that hold large pages
+// (`large_cached`), and small blocks (`free_blocks`, per size class).
 //
-// Every page slot is in exactly one state:
+// Every slot is in exactly one state:
 //   unmapped-free  in `unmapped` (nothing mapped, not in use)
-//   cached         mapped, free, in one stream's `cached` set: reusable on that stream at once
-//   live span      mapped, backing one large allocation (`live_spans`, keyed by its address)
+//   cached         mapped, free, in one stream's `cached` set or `large_cached` spans: reusable on
+//                  that stream at once
+//   live span      mapped, backing one allocation of whole pages (`live_spans`, keyed by address)
 //   slab           mapped, split into blocks of one size class (`slabs`)
 //
-// Large request of n pages on stream S, cheapest first:
-//   1. best fit in S's cached extents (no driver call: the fast path);
-//   2. best fit in another stream's cached extents, after making S wait for that stream's event;
-//   3. stitch: n unmapped slots, n pages from the pool, else from S's cached extents (unmapped
-//      after a host wait for S's queued work), else newly created; when the device or byte_limit refuses, every
-//      stream is waited for, every cached extent and empty slab is unmapped, and creation is tried
-//      again; then OutOfMemory. The n pages are mapped side by side and granted access with one call.
+// Request of n slots (n < L: small layout, all small pages; n >= L: large layout, n / L large
+// pages at an L-aligned address followed by small pages) on stream S, cheapest first:
+//   1. S's cache: best fit in its small extents (split freely: each small page is its own
+//      mapping), or a freed large-layout span of exactly n slots (large pages cannot be split);
+//   2. the same in another stream's cache, after making S wait for that stream's event;
+//   3. stitch: n unmapped slots and pages from the pools, else from S's own cached memory
+//      (unmapped after a host wait for S's queued work), else newly created. Large pages the
+//      device will not give are replaced by small ones. When small pages cannot be had, every
+//      stream is waited for, all cached memory and empty slabs are unmapped, pooled large pages are
+//      released, and creation is tried again; then OutOfMemory. The pages are mapped side by side
+//      and granted access with one call.
 // Small request: S's free blocks of the class, else a fresh block of a slab S opened, else the
 // free blocks of another stream (after the event wait), else a new slab (one page, as above).
 //
 // Fragmentation is bounded by construction: physical pages only grow when no pooled or cached
 // page on the requesting stream can serve, so pages held exceed pages in use only by cached
-// extents of other streams (until trim() or exhaustion) and partly used slabs (one per class per
-// stream, plus slabs whose blocks are scattered; trim() and exhaustion return empty ones).
+// memory of other streams (until trim() or exhaustion), partly used slabs (one per class per
+// stream, plus slabs whose blocks are scattered; trim() and exhaustion return empty ones), less
+// than one small page per allocation, and pooled pages of the other size.
 // Address space can fragment, but it is reserved twice the device's size, and exhaustion unmaps
 // cached extents back into it.
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>
 #include <bit>
+#include <map>
 #include <cassert>
 #include <mutex>
 #include <optional>
@@ -95,14 +104,16 @@ struct Arena::State {
     std::vector<bool> allocated;    // per block: allocated now (catches double frees)
   };
   struct LiveSpan {
-    std::size_t first = 0;  // first page slot
-    std::size_t pages = 0;
-    std::size_t bytes = 0;  // as requested
+    std::size_t first = 0;      // first slot
+    std::size_t pages = 0;      // slots
+    std::size_t bytes = 0;      // as requested
+    bool large_layout = false;  // starts with large pages: cached whole, never split
   };
   struct StreamState {
     Stream stream = nullptr;
     StreamOrder::Marker marker = nullptr;
-    ExtentSet cached;                                   // mapped free pages freed on this stream
+    ExtentSet cached;                                   // mapped free small pages freed on this stream
+    std::multimap<std::size_t, std::size_t> large_cached;  // freed large-layout spans: slots → first slot
     std::vector<std::vector<Address>> free_blocks;      // per size class: blocks freed on this stream
     std::vector<std::vector<std::size_t>> fresh_slabs;  // per size class: this stream's slabs with unused blocks
   };
@@ -116,11 +127,19 @@ struct Arena::State {
   std::size_t pages_for(std::size_t bytes) const noexcept { return (bytes + page - 1) / page; }
   std::optional<std::size_t> size_class_of(std::size_t bytes, std::size_t alignment) const noexcept;
 
+  bool large_layout(std::size_t slots) const noexcept { return slots_per_large != 0 && slots >= slots_per_large; }
+  std::size_t physical_bytes() const noexcept {
+    return mapped_bytes + pool.size() * page + large_pool.size() * large_page;
+  }
   std::size_t take_pages(std::size_t count, StreamState& s);
-  std::size_t map_new_extent(std::size_t count, StreamState& s);
-  void gather_pages(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out);
-  bool create_page(std::vector<PhysicalChunk>& out);
+  std::size_t map_new_span(std::size_t count, StreamState& s);
+  std::size_t gather_large(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out);
+  void gather_small(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out);
+  bool create_page(std::size_t bytes, std::size_t held_in_out, std::vector<PhysicalChunk>& out);
+  void unmap_slots(std::size_t first, std::size_t count);
   std::size_t unmap_cached(StreamState& s, std::size_t pages_wanted);
+  void unmap_large_cached(StreamState& s);
+  void unmap_all_cached();
   void wait_for_all_streams();
   std::size_t unmap_empty_slabs();
   void make_stream_wait(StreamState& waiter, StreamState& freer);
@@ -132,6 +151,8 @@ struct Arena::State {
   FaultInjectingBackend calls;  // forwards to the user's backend; counts the calls (never armed)
   ArenaOptions options;
   std::size_t page = 0;
+  std::size_t large_page = 0;       // 0: no large pages
+  std::size_t slots_per_large = 0;  // L; 0: no large pages
   std::size_t small_max = 0;
   std::vector<std::size_t> size_classes;
   ChunkProperties props;
@@ -139,8 +160,10 @@ struct Arena::State {
   std::unique_ptr<StreamOrder> order;
 
   AddressRange range;                                   // freed last: everything below maps into it
-  std::vector<PhysicalChunk> pool;                      // pages created and not mapped
-  std::unordered_map<std::size_t, MappedPage> mapped;  // slot → the page mapped there
+  std::vector<PhysicalChunk> pool;                      // small pages created and not mapped
+  std::vector<PhysicalChunk> large_pool;                // large pages created and not mapped
+  std::unordered_map<std::size_t, MappedPage> mapped;  // first slot of a page → the page mapped there
+  std::size_t mapped_bytes = 0;                         // sum of the mapped pages' sizes
   ExtentSet unmapped;                                   // slots with nothing mapped, not in use
   std::vector<std::unique_ptr<StreamState>> streams;    // every stream seen (few: a linear search)
   std::unordered_map<Address, LiveSpan> live_spans;     // large allocations by address
@@ -158,15 +181,24 @@ Arena::State::State(Backend& user_backend, ArenaOptions opts) : calls(user_backe
     throw_invalid_argument("Arena", "page_bytes " + std::to_string(options.page_bytes) +
                                         " is not a multiple of the granularity " + std::to_string(granularity));
   }
+  if (options.large_page_bytes != 0 && options.large_page_bytes > page) {
+    if (options.large_page_bytes % page != 0 || !std::has_single_bit(options.large_page_bytes)) {
+      throw_invalid_argument("Arena", "large_page_bytes " + std::to_string(options.large_page_bytes) +
+                                          " is not a power of two multiple of the page size " + std::to_string(page));
+    }
+    large_page = options.large_page_bytes;
+    slots_per_large = large_page / page;
+  }
   small_max = page / 8 >= min_block_bytes ? page / 8 : 0;
   size_classes = make_size_classes(small_max);
   grants = options.access.empty() ? std::vector<AccessGrant>{{options.device, Access::read_write}} : options.access;
 
   std::size_t space = options.address_space_bytes;
   if (space == 0) space = 2 * calls.memory_info(options.device).total;
-  space = std::max(round_up(space, page), page);
+  std::size_t const alignment = large_page != 0 ? large_page : page;
+  space = std::max(round_up(space, alignment), alignment);
   order = detail::make_stream_order(calls.space(), options.device);
-  range = AddressRange(calls, space, page);
+  range = AddressRange(calls, space, alignment);
   unmapped.insert(0, space / page);
   set_current(counters.bytes_reserved, space);
 }
@@ -179,6 +211,7 @@ Arena::State::~State() {
   slabs.clear();
   mapped.clear();  // unmaps, then releases
   pool.clear();
+  large_pool.clear();
   for (auto& s : streams) order->destroy_marker(s->marker);
 }
 
@@ -218,62 +251,97 @@ void Arena::State::wait_for_all_streams() {
 // Large requests -------------------------------------------------------------------------------
 
 std::size_t Arena::State::take_pages(std::size_t count, StreamState& s) {
-  if (auto const first = s.cached.take(count)) return *first;
+  bool const large = large_layout(count);
+  auto const from_cache = [&](StreamState& c) -> std::optional<std::size_t> {
+    if (!large) return c.cached.take(count);
+    auto const it = c.large_cached.find(count);
+    if (it == c.large_cached.end()) return std::nullopt;
+    std::size_t const first = it->second;
+    c.large_cached.erase(it);
+    return first;
+  };
+  if (auto const first = from_cache(s)) return *first;
   for (auto& other : streams) {
-    if (other.get() == &s || other->cached.largest() < count) continue;
+    if (other.get() == &s) continue;
+    if (large ? !other->large_cached.contains(count) : other->cached.largest() < count) continue;
     make_stream_wait(s, *other);
-    return *other->cached.take(count);
+    return *from_cache(*other);
   }
-  return map_new_extent(count, s);
+  return map_new_span(count, s);
 }
 
-bool Arena::State::create_page(std::vector<PhysicalChunk>& out) {
-  std::size_t const held = (pool.size() + mapped.size()) * page;
-  if (options.byte_limit != 0 && held + out.size() * page + page > options.byte_limit) return false;
+/// Adds one page of `bytes` to `out` unless the byte limit or the device refuses.
+bool Arena::State::create_page(std::size_t bytes, std::size_t held_in_out, std::vector<PhysicalChunk>& out) {
+  if (options.byte_limit != 0 && physical_bytes() + held_in_out + bytes > options.byte_limit) return false;
   try {
-    out.emplace_back(calls, page, props);
+    out.emplace_back(calls, bytes, props);
   } catch (const OutOfMemory&) {
     return false;
   }
   return true;
 }
 
-/// Moves `count` pages into `out`: pooled ones, then ones unmapped from `s`'s cached extents
-/// (after waiting for `s`'s queued work: unmapping does not wait), then new ones; when the device
-/// or the byte limit refuses, waits for every stream and unmaps all cached memory and empty
-/// slabs, then tries again.
-void Arena::State::gather_pages(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out) {
+/// Moves up to `count` large pages into `out`: pooled ones, then ones unmapped from `s`'s cached
+/// large-layout spans (after waiting for `s`'s queued work), then new ones. Returns how many; the
+/// caller backs the rest with small pages.
+std::size_t Arena::State::gather_large(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out) {
+  std::size_t got = 0;
   auto const from_pool = [&] {
-    while (out.size() < count && !pool.empty()) {
+    for (; got < count && !large_pool.empty(); ++got) {
+      out.push_back(std::move(large_pool.back()));
+      large_pool.pop_back();
+    }
+  };
+  from_pool();
+  if (got < count && !s.large_cached.empty()) {
+    order->mark(s.marker, s.stream);
+    order->wait(s.marker);
+    unmap_large_cached(s);
+    from_pool();
+  }
+  for (; got < count && create_page(large_page, out.size() * large_page, out); ++got) {
+  }
+  return got;
+}
+
+/// Moves `count` small pages into `out`: pooled ones, then ones unmapped from `s`'s cached memory
+/// (after waiting for `s`'s queued work: unmapping does not wait), then new ones; when the device
+/// or the byte limit refuses, waits for every stream, unmaps all cached memory and empty slabs,
+/// releases pooled large pages, and tries again. `out` may hold large pages gathered already.
+void Arena::State::gather_small(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out) {
+  std::size_t const large_held = out.size() * large_page;  // `out` holds only large pages so far
+  std::size_t got = 0;
+  auto const from_pool = [&] {
+    for (; got < count && !pool.empty(); ++got) {
       out.push_back(std::move(pool.back()));
       pool.pop_back();
     }
   };
+  auto const create = [&] {
+    for (; got < count && create_page(page, large_held + got * page, out); ++got) {
+    }
+  };
   from_pool();
-  if (out.size() < count && !s.cached.empty()) {
-    // Work queued on `s` may still use what it freed, and unmapping does not wait for it.
+  if (got < count && !(s.cached.empty() && s.large_cached.empty())) {
     order->mark(s.marker, s.stream);
     order->wait(s.marker);
-    unmap_cached(s, count - out.size());
+    unmap_cached(s, count - got);
     from_pool();
   }
-  while (out.size() < count && create_page(out)) {
-  }
-  if (out.size() < count) {
+  create();
+  if (got < count) {
     wait_for_all_streams();
     unmap_empty_slabs();
-    for (auto& other : streams) unmap_cached(*other, static_cast<std::size_t>(-1));
+    unmap_all_cached();
+    large_pool.clear();  // released: the device needs the room for small pages
     from_pool();
-    while (out.size() < count && create_page(out)) {
-    }
+    create();
   }
-  if (out.size() < count) {
-    std::size_t const held = (pool.size() + mapped.size() + out.size()) * page;
-    for (auto& p : out) pool.push_back(std::move(p));
-    out.clear();
+  if (got < count) {
+    std::size_t const held = physical_bytes() + large_held + got * page;
     ErrorDetails d;
     d.call = "Arena::allocate";
-    d.context = "no physical memory for " + std::to_string(count * page) + " bytes on device " +
+    d.context = "no physical memory for " + std::to_string((count - got) * page) + " more bytes on device " +
                 std::to_string(options.device) + " after reclaiming every cached page (the arena holds " +
                 std::to_string(held) + " bytes" +
                 (options.byte_limit != 0 ? ", byte_limit " + std::to_string(options.byte_limit) : std::string()) + ")";
@@ -281,14 +349,16 @@ void Arena::State::gather_pages(std::size_t count, StreamState& s, std::vector<P
   }
 }
 
-std::size_t Arena::State::map_new_extent(std::size_t count, StreamState& s) {
-  std::optional<std::size_t> first = unmapped.take(count);
+std::size_t Arena::State::map_new_span(std::size_t count, StreamState& s) {
+  bool const large = large_layout(count);
+  auto const take_address = [&] { return large ? unmapped.take_aligned(count, slots_per_large) : unmapped.take(count); };
+  std::optional<std::size_t> first = take_address();
   if (!first) {
-    // Cached extents hold address space too: give it back and look again.
+    // Cached memory holds address space too: give it back and look again.
     wait_for_all_streams();
     unmap_empty_slabs();
-    for (auto& other : streams) unmap_cached(*other, static_cast<std::size_t>(-1));
-    first = unmapped.take(count);
+    unmap_all_cached();
+    first = take_address();
     if (!first) {
       ErrorDetails d;
       d.call = "Arena::allocate";
@@ -307,54 +377,107 @@ std::size_t Arena::State::map_new_extent(std::size_t count, StreamState& s) {
     }
   } address{unmapped, *first, count};
 
+  // Large pages first (at the aligned start), small pages behind them. Until committed, pages go
+  // back to their pools on any failure.
   std::vector<PhysicalChunk> pages;
-  pages.reserve(count);
-  gather_pages(count, s, pages);
+  auto const return_pages = [&] {
+    for (auto& p : pages) {
+      if (p) (p.size() == page ? pool : large_pool).push_back(std::move(p));
+    }
+  };
+  try {
+    std::size_t const large_pages = large ? gather_large(count / slots_per_large, s, pages) : 0;
+    gather_small(count - large_pages * slots_per_large, s, pages);
+  } catch (...) {
+    return_pages();
+    throw;
+  }
   try {
     std::vector<Mapping> mappings;
-    mappings.reserve(count);
-    for (std::size_t i = 0; i < count; ++i) mappings.emplace_back(range, (*first + i) * page, pages[i]);
+    mappings.reserve(pages.size());
+    std::size_t offset = *first * page;
+    for (auto const& p : pages) {
+      mappings.emplace_back(range, offset, p);
+      offset += p.size();
+    }
     set_access(mappings, grants);
-    mapped.reserve(mapped.size() + count);
-    for (std::size_t i = 0; i < count; ++i) {
-      mapped.emplace(*first + i, MappedPage{std::move(pages[i]), std::move(mappings[i])});
+    mapped.reserve(mapped.size() + pages.size());
+    std::size_t slot = *first;
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      std::size_t const bytes = pages[i].size();
+      mapped.emplace(slot, MappedPage{std::move(pages[i]), std::move(mappings[i])});
+      mapped_bytes += bytes;
+      slot += bytes / page;
     }
   } catch (...) {
     // Whatever was mapped is unmapped (by the local mappings, or here); every page goes back to
-    // the pool: the arena's state is as before the call.
-    for (std::size_t i = 0; i < count; ++i) {
-      if (auto node = mapped.extract(*first + i); !node.empty()) {
+    // its pool: the arena's state is as before the call.
+    for (std::size_t slot = *first; slot < *first + count; ++slot) {
+      if (auto node = mapped.extract(slot); !node.empty()) {
+        mapped_bytes -= node.mapped().page.size();
         node.mapped().mapping.reset();
-        pool.push_back(std::move(node.mapped().page));
+        pages.push_back(std::move(node.mapped().page));
       }
     }
-    for (auto& p : pages) {
-      if (p) pool.push_back(std::move(p));
-    }
+    return_pages();
     throw;
   }
   address.committed = true;
   return *first;
 }
 
-/// Unmaps up to `pages_wanted` pages of `s`'s cached extents into the pool; returns how many.
+/// Unmaps every page in [first, first + count) into its pool and frees the slots.
+void Arena::State::unmap_slots(std::size_t first, std::size_t count) {
+  for (std::size_t slot = first; slot < first + count;) {
+    auto node = mapped.extract(slot);
+    assert(!node.empty());
+    PhysicalChunk& p = node.mapped().page;
+    node.mapped().mapping.reset();
+    mapped_bytes -= p.size();
+    slot += p.size() / page;
+    (p.size() == page ? pool : large_pool).push_back(std::move(p));
+  }
+  unmapped.insert(first, count);
+}
+
+/// Unmaps up to `pages_wanted` small pages of `s`'s cached extents, and then its large-layout
+/// spans while more are wanted, into the pools; returns how many slots.
 std::size_t Arena::State::unmap_cached(StreamState& s, std::size_t pages_wanted) {
   std::size_t done = 0;
   while (done < pages_wanted && !s.cached.empty()) {
     auto const [first, extent_pages] = *s.cached.extents().begin();
     std::size_t const n = std::min(extent_pages, pages_wanted - done);
     s.cached.erase(first, n);
-    for (std::size_t slot = first; slot < first + n; ++slot) {
-      auto node = mapped.extract(slot);
-      assert(!node.empty());
-      node.mapped().mapping.reset();
-      pool.push_back(std::move(node.mapped().page));
-    }
-    unmapped.insert(first, n);
+    unmap_slots(first, n);
     done += n;
     ++counters.reclaims;
   }
+  while (done < pages_wanted && !s.large_cached.empty()) {
+    auto const it = s.large_cached.begin();  // the smallest: its small pages are the most use
+    auto const [slots, first] = *it;
+    s.large_cached.erase(it);
+    unmap_slots(first, slots);
+    done += slots;
+    ++counters.reclaims;
+  }
   return done;
+}
+
+/// Unmaps all of `s`'s cached large-layout spans into the pools.
+void Arena::State::unmap_large_cached(StreamState& s) {
+  for (auto const& [slots, first] : s.large_cached) {
+    unmap_slots(first, slots);
+    ++counters.reclaims;
+  }
+  s.large_cached.clear();
+}
+
+/// Unmaps every stream's cached memory (callers waited for every stream first).
+void Arena::State::unmap_all_cached() {
+  for (auto& s : streams) {
+    unmap_cached(*s, static_cast<std::size_t>(-1));
+    unmap_large_cached(*s);
+  }
 }
 
 /// Unmaps slabs with no block in use (callers waited for every stream first).
@@ -374,10 +497,7 @@ std::size_t Arena::State::unmap_empty_slabs() {
       std::erase(s->fresh_slabs[c], slot);
     }
     it = slabs.erase(it);
-    auto node = mapped.extract(slot);
-    node.mapped().mapping.reset();
-    pool.push_back(std::move(node.mapped().page));
-    unmapped.insert(slot, 1);
+    unmap_slots(slot, 1);
     ++released;
   }
   return released;
@@ -453,8 +573,8 @@ void Arena::State::deallocate_small(Address a, std::size_t bytes, StreamState& s
 }
 
 void Arena::State::update_peaks() noexcept {
-  set_current(counters.bytes_mapped, mapped.size() * page);
-  set_current(counters.bytes_physical, (mapped.size() + pool.size()) * page);
+  set_current(counters.bytes_mapped, mapped_bytes);
+  set_current(counters.bytes_physical, physical_bytes());
 }
 
 // The public face ------------------------------------------------------------------------------
@@ -493,10 +613,15 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
     st.live_spans.reserve(st.live_spans.size() + 1);
     std::size_t const first = st.take_pages(pages, s);
     address = st.slot_address(first);
+    bool const large = st.large_layout(pages);
     try {
-      st.live_spans.emplace(address, State::LiveSpan{first, pages, bytes});
+      st.live_spans.emplace(address, State::LiveSpan{first, pages, bytes, large});
     } catch (...) {
-      s.cached.insert(first, pages);
+      if (large) {
+        s.large_cached.emplace(pages, first);
+      } else {
+        s.cached.insert(first, pages);
+      }
       throw;
     }
   }
@@ -520,7 +645,11 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
                                                       std::to_string(address) + " (" +
                                                       std::to_string(span->second.bytes) + ")");
     }
-    s.cached.insert(span->second.first, span->second.pages);
+    if (span->second.large_layout) {
+      s.large_cached.emplace(span->second.pages, span->second.first);
+    } else {
+      s.cached.insert(span->second.first, span->second.pages);
+    }
     st.live_spans.erase(span);
   } else {
     st.deallocate_small(address, bytes, s);
@@ -534,9 +663,10 @@ std::size_t Arena::trim() {
   std::lock_guard const held(st.lock);
   st.wait_for_all_streams();
   st.unmap_empty_slabs();
-  for (auto& s : st.streams) st.unmap_cached(*s, static_cast<std::size_t>(-1));
-  std::size_t const released = st.pool.size() * st.page;
+  st.unmap_all_cached();
+  std::size_t const released = st.pool.size() * st.page + st.large_pool.size() * st.large_page;
   st.pool.clear();
+  st.large_pool.clear();
   st.update_peaks();
   return released;
 }
@@ -557,6 +687,7 @@ void Arena::release_stream(Stream stream) {
   // Its work is done, so what it freed is safe for any stream: cached extents are unmapped (any
   // stream may stitch their pages), free blocks and open slabs pass to the heir.
   st.unmap_cached(gone, static_cast<std::size_t>(-1));
+  st.unmap_large_cached(gone);
   if (&gone == &heir) {
     st.update_peaks();
     return;
@@ -594,6 +725,7 @@ ArenaStats Arena::stats() const {
 Backend& Arena::backend() const noexcept { return state_->calls.inner(); }
 int Arena::device() const noexcept { return state_->options.device; }
 std::size_t Arena::page_bytes() const noexcept { return state_->page; }
+std::size_t Arena::large_page_bytes() const noexcept { return state_->large_page; }
 std::size_t Arena::small_max_bytes() const noexcept { return state_->small_max; }
 std::size_t Arena::address_space_bytes() const noexcept { return state_->range.size(); }
 

@@ -67,6 +67,19 @@ class ExtentSet {
     return found.first;
   }
 
+  /// As take(), for a run whose first page is a multiple of `alignment` (> 0): the best-fitting
+  /// extent that holds such a run; its pages before and after the run stay in the set.
+  std::optional<std::size_t> take_aligned(std::size_t count, std::size_t alignment) {
+    for (auto fit = by_size_.lower_bound({count, 0}); fit != by_size_.end(); ++fit) {
+      std::size_t const first = (fit->second + alignment - 1) / alignment * alignment;
+      if (first + count <= fit->second + fit->first) {
+        erase(first, count);
+        return first;
+      }
+    }
+    return std::nullopt;
+  }
+
   /// Removes [first, first + count), which must lie inside one extent of the set.
   void erase(std::size_t first, std::size_t count) {
     auto it = by_first_.upper_bound(first);

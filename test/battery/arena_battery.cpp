@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <cuvmm/error.hpp>
+#include <cuvmm/fault_injecting_backend.hpp>
 
 using namespace cuvmm;
 using namespace cuvmm::test;
@@ -30,10 +31,10 @@ struct Allocation {
 
 std::size_t pattern_bytes(std::size_t bytes) { return bytes / 4 * 4; }
 
-/// Sizes from 1 byte to 8 pages, spread evenly over their logarithm, so slabs and spans both get
-/// exercised.
-std::size_t random_size(std::mt19937_64& rng, std::size_t page) {
-  std::uniform_real_distribution<double> exponent(0.0, std::log2(8.0 * static_cast<double>(page)));
+/// Sizes from 1 byte to `pages` pages, spread evenly over their logarithm, so slabs, small-page
+/// spans and (from the large page size on) large-page spans all get exercised.
+std::size_t random_size(std::mt19937_64& rng, std::size_t page, double pages = 24.0) {
+  std::uniform_real_distribution<double> exponent(0.0, std::log2(pages * static_cast<double>(page)));
   return std::max<std::size_t>(1, static_cast<std::size_t>(std::exp2(exponent(rng))));
 }
 
@@ -327,7 +328,7 @@ TEST_CASE("16 threads allocating and freeing at once get disjoint memory that ke
           arena.deallocate(a.p, a.bytes, stream);
           continue;
         }
-        std::size_t const bytes = std::max<std::size_t>(4, random_size(rng, page / 2));
+        std::size_t const bytes = std::max<std::size_t>(4, random_size(rng, page, 0.5));
         Allocation const a{static_cast<std::byte*>(arena.allocate(bytes, stream)), bytes, rng(), stream};
         ++made;
         memory->write_pattern(a.p, pattern_bytes(a.bytes), a.seed, stream);
@@ -375,4 +376,68 @@ TEST_CASE("release_stream hands a stream's free memory to the others", "[arena][
   CHECK(arena.stats().chunks_created == created);
   arena.deallocate(block_again, 700, nullptr);
   arena.deallocate(span_again, 3 * page, staying);
+}
+
+TEST_CASE("a request of a large page or more gets large pages at an aligned address, then small ones",
+          "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  std::size_t const large = arena.large_page_bytes();
+  REQUIRE(large >= 2 * page);
+  std::size_t const bytes = 2 * large + 3 * page - 100;  // 2 large pages and 3 small ones
+
+  void* p = arena.allocate(bytes, stream);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % large == 0);
+  ArenaStats s = arena.stats();
+  CHECK(s.chunks_created == 5);
+  CHECK(s.maps == 5);
+  CHECK(s.access_calls == 1);
+  CHECK(s.bytes_mapped.current == 2 * large + 3 * page);
+  CHECK(memory->backend().live_counts().bytes_mapped == 2 * large + 3 * page);
+  memory->write_pattern(p, pattern_bytes(bytes), 11, stream);
+  CHECK(memory->mismatches(p, pattern_bytes(bytes), 11, stream) == 0);
+
+  // Freed, the span is cached whole: the same size comes back with no driver call.
+  arena.deallocate(p, bytes, stream);
+  void* again = arena.allocate(bytes, stream);
+  CHECK(again == p);
+  CHECK(arena.stats().maps == 5);
+  arena.deallocate(again, bytes, stream);
+
+  // Another size takes the cached span's pages apart and maps them anew: nothing is created.
+  std::size_t const other = large + page;
+  void* q = arena.allocate(other, stream);
+  CHECK(reinterpret_cast<std::uintptr_t>(q) % large == 0);
+  s = arena.stats();
+  CHECK(s.chunks_created == 5);
+  CHECK(s.reclaims == 1);
+  CHECK(s.bytes_physical.current == 2 * large + 3 * page);  // one large, two small pages pooled
+  memory->write_pattern(q, other, 12, stream);
+  CHECK(memory->mismatches(q, other, 12, stream) == 0);
+  arena.deallocate(q, other, stream);
+  CHECK(arena.trim() == 2 * large + 3 * page);
+}
+
+TEST_CASE("large pages the device will not give are replaced by small pages", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  FaultInjectingBackend refusing(memory->backend());
+  Arena arena(refusing, memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  std::size_t const large = arena.large_page_bytes();
+  std::size_t const slots = large / page;
+
+  refusing.fail_nth(1, {BackendOp::create_chunk}, FaultInjectingBackend::Failure::out_of_memory);
+  void* p = arena.allocate(large, stream);  // one large page wanted: refused, so `slots` small pages
+  CHECK(refusing.fired());
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % large == 0);
+  ArenaStats const s = arena.stats();
+  CHECK(s.chunks_created == 1 + slots);  // the refused attempt, then the small pages
+  CHECK(s.maps == slots);
+  CHECK(s.access_calls == 1);
+  memory->write_pattern(p, large, 13, stream);
+  CHECK(memory->mismatches(p, large, 13, stream) == 0);
+  arena.deallocate(p, large, stream);
 }

@@ -2,7 +2,8 @@
 // arena's invariants checked after every operation. Built and run by scripts/fuzz.sh (clang).
 //
 // Each operation takes 4 input bytes: what to do, which of 4 streams, and a size code (sizes
-// from 1 byte to 40 pages, small alignments and page alignment). The host backend has room for
+// from 1 byte to 40 pages, small alignments and page alignment; 8 pages and more take large
+// pages). The host backend has room for
 // 48 pages, so exhaustion, reclaiming and stitching all happen. Checked after every step:
 //  - live allocations never overlap and keep the byte each was filled with;
 //  - the arena's counters equal the model (requested bytes, live count) and the backend's real
@@ -62,6 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   {
     cuvmm::ArenaOptions options;
     options.address_space_bytes = 256 * page;
+    options.large_page_bytes = 8 * page;  // requests of 8 pages and more use large pages
     cuvmm::Arena arena(host, options);
     cuvmm::Stream const streams[4] = {nullptr, reinterpret_cast<cuvmm::Stream>(std::uintptr_t{64}),
                                       reinterpret_cast<cuvmm::Stream>(std::uintptr_t{128}),

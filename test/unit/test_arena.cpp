@@ -1,6 +1,7 @@
 // Arena on the host backend: the allocator battery (test/battery) on host memory, the extent set
 // underneath, and every-k fault injection with leak checks on the backend's real tally.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -39,6 +40,7 @@ class HostBatteryMemory final : public test::BatteryMemory {
   ArenaOptions options() override {
     ArenaOptions o;
     o.address_space_bytes = 1 * GiB;
+    o.large_page_bytes = 8 * host_page;  // large layouts from 8 pages on, as 16 of 2 MiB on the H200
     return o;
   }
   Stream new_stream() override { return reinterpret_cast<Stream>(static_cast<std::uintptr_t>(++streams_) * 64); }
@@ -154,6 +156,7 @@ TEST_CASE("a failure at any backend call leaves the arena as it was and leaks no
       {
         ArenaOptions options;
         options.address_space_bytes = 64 * host_page;
+        options.large_page_bytes = 4 * host_page;  // the 4- and 9-page requests use large pages
         Arena arena(faulty, options);
         std::map<std::size_t, std::pair<void*, std::size_t>> live;
         faulty.fail_nth(k, {}, k % 2 == 0 ? FaultInjectingBackend::Failure::out_of_memory
@@ -204,11 +207,14 @@ TEST_CASE("a failure at any backend call leaves the arena as it was and leaks no
   CHECK(failures_injected >= 20);
 }
 
-TEST_CASE("a page size that is not a multiple of the granularity is refused", "[arena]") {
+TEST_CASE("page sizes that do not fit the granularity are refused", "[arena]") {
   HostBackend host({.granularity = host_page});
   ArenaOptions options;
   options.address_space_bytes = 64 * host_page;
   options.page_bytes = host_page + 4096;
-  CHECK_THROWS_AS(Arena(host, options), Error);
+  CHECK_THROWS_WITH(Arena(host, options), Catch::Matchers::ContainsSubstring("not a multiple of the granularity"));
+  options.page_bytes = 0;
+  options.large_page_bytes = 3 * host_page;
+  CHECK_THROWS_WITH(Arena(host, options), Catch::Matchers::ContainsSubstring("not a power of two multiple"));
   CHECK(host.live_counts() == LiveCounts{});
 }
