@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cuvmm/address_range.hpp>
+#include <cuvmm/alias_view.hpp>
 #include <cuvmm/backend.hpp>
 #include <cuvmm/cuda_backend.hpp>
 #include <cuvmm/device_caps.hpp>
@@ -13,6 +14,7 @@
 #include <cuvmm/host_backend.hpp>
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
+#include <cuvmm/ring_buffer.hpp>
 #include <cuvmm/types.hpp>
 #include <cuvmm/unique_fd.hpp>
 #include <cuvmm/version.hpp>

@@ -44,8 +44,9 @@ struct DeviceSpace {
   }
   static void wait(Stream stream) { device_wait(stream); }
   static Backend& default_backend(const GrowableOptions& options) {
-    return cuda_backend(options.devices.empty() ? 0 : options.devices.front());
+    return default_backend(options.devices.empty() ? 0 : options.devices.front());
   }
+  static Backend& default_backend(int device) { return cuda_backend(device); }
 };
 
 struct HostSpace {
@@ -65,6 +66,7 @@ struct HostSpace {
   }
   static void wait(Stream) noexcept {}
   static Backend& default_backend(const GrowableOptions&) { return default_host_backend(); }
+  static Backend& default_backend(int) { return default_host_backend(); }
 };
 
 }  // namespace cuvmm::detail
