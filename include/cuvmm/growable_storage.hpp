@@ -11,6 +11,8 @@
 //  4. Shrinking unmaps and releases whole tail chunks only. It does not wait for anything:
 //     cuMemUnmap does not wait for kernels either, so the caller first makes sure no queued work
 //     still uses the tail (GrowableBuffer waits for its stream, never for the whole device).
+//  5. Compression follows GrowableOptions::compression per chunk: each new chunk's grant is read
+//     back; under Compression::required a refused chunk fails its growth step (invariant 2).
 // It knows nothing of element types, sizes in use or streams: GrowableBuffer<T> keeps those.
 #pragma once
 
@@ -43,8 +45,10 @@ struct GrowableOptions {
   std::size_t max_chunk_bytes = default_max_chunk_bytes;
   /// Handle types every chunk must be exportable as (for sharing between processes).
   HandleType shareable = HandleType::none;
-  /// Ask for generic compression on every chunk.
-  bool compression = false;
+  /// Generic compression of every chunk: none, preferred (fall back to ordinary memory where the
+  /// device does not grant it; GrowableStats says how many bytes fell back) or required (a growth
+  /// step that gets an uncompressed chunk throws cuvmm::Unsupported and changes nothing).
+  Compression compression = Compression::none;
 };
 
 /// Counters of a growable buffer, for tests, benchmarks and capacity planning.
@@ -59,6 +63,9 @@ struct GrowableStats {
   std::size_t growth_steps = 0;        ///< reserve() calls that mapped memory
   std::size_t oom_retries = 0;         ///< chunks retried at the exact size after OutOfMemory
   std::uint64_t growth_nanoseconds = 0;  ///< host time spent in growth steps (driver calls), ever
+  Compression compression = Compression::none;  ///< the policy asked for (GrowableOptions::compression)
+  std::size_t compressed_bytes = 0;             ///< mapped now in chunks granted compression
+  std::size_t compression_fallback_bytes = 0;   ///< mapped now in chunks that asked for it and were refused
 };
 
 class GrowableStorage {

@@ -28,7 +28,8 @@ std::vector<AccessGrant> access_grants(const GrowableOptions& options) {
 }
 
 ChunkProperties chunk_properties(const GrowableOptions& options, int device) {
-  return ChunkProperties{.device = device, .shareable = options.shareable, .compression = options.compression};
+  return ChunkProperties{
+      .device = device, .shareable = options.shareable, .compression = options.compression != Compression::none};
 }
 
 /// The granularity that suits every device the buffer places chunks on.
@@ -118,20 +119,30 @@ GrowableStats GrowableStorage::stats() const noexcept {
   s.capacity_bytes = capacity_;
   s.max_capacity_bytes = range_.size();
   s.chunk_count = chunks_.size();
+  s.compression = options_.compression;
+  for (const PhysicalChunk& chunk : chunks_) {
+    if (chunk.compression_granted()) {
+      s.compressed_bytes += chunk.size();
+    } else if (chunk.compression_requested()) {
+      s.compression_fallback_bytes += chunk.size();
+    }
+  }
   return s;
 }
 
 PhysicalChunk GrowableStorage::create_chunk(std::size_t index, std::size_t bytes, std::size_t fallback_bytes) {
   int const device = options_.devices[index % options_.devices.size()];
   ChunkProperties const props = chunk_properties(options_, device);
+  PhysicalChunk chunk;
   try {
-    return PhysicalChunk(*backend_, bytes, props);
+    chunk = PhysicalChunk(*backend_, bytes, props);
   } catch (const OutOfMemory&) {
     if (fallback_bytes >= bytes) throw;
+    // The device cannot hold a whole policy-sized chunk, but may hold what is really needed.
+    chunk = PhysicalChunk(*backend_, fallback_bytes, props);
+    ++counters_.oom_retries;
   }
-  // The device cannot hold a whole policy-sized chunk, but may hold what is really needed.
-  PhysicalChunk chunk(*backend_, fallback_bytes, props);
-  ++counters_.oom_retries;
+  check_compression(chunk, options_.compression);  // required but refused: the local chunk is released
   return chunk;
 }
 
