@@ -13,6 +13,8 @@
 #include <cuvmm/growth_policy.hpp>
 #include <cuvmm/host_backend.hpp>
 #include <cuvmm/mapping.hpp>
+#include <cuvmm/multicast.hpp>
+#include <cuvmm/multimem.hpp>
 #include <cuvmm/physical_chunk.hpp>
 #include <cuvmm/ring_buffer.hpp>
 #include <cuvmm/types.hpp>
