@@ -221,6 +221,10 @@ class BasicGrowableBuffer {
 
   // --- configuration and introspection ------------------------------------------------------
 
+  /// Grants, changes or revokes the access of the devices in `grants` (e.g. a peer GPU) on all
+  /// the memory mapped now and on later growth; see GrowableStorage::grant_access.
+  void grant_access(std::span<const AccessGrant> grants) { storage_.grant_access(grants); }
+
   [[nodiscard]] Stream stream() const noexcept { return stream_; }
   void set_stream(Stream stream) noexcept { stream_ = stream; }
   [[nodiscard]] GrowableStats stats() const noexcept { return storage_.stats(); }
