@@ -17,11 +17,11 @@
 
 #include <cuvmm/error.hpp>
 
-namespace cuvmm::detail {
-namespace {
+#include "containers/runtime_check.hpp"
 
-void check(cudaError_t status, const char* call, std::string context = {},
-           std::source_location where = std::source_location::current()) {
+namespace cuvmm::detail {
+
+void check_runtime(cudaError_t status, const char* call, std::string context, std::source_location where) {
   if (status == cudaSuccess) return;
   ErrorDetails d;
   d.call = call;
@@ -34,6 +34,8 @@ void check(cudaError_t status, const char* call, std::string context = {},
   if (status == cudaErrorMemoryAllocation) throw OutOfMemory(std::move(d));
   throw Error(std::move(d));
 }
+
+namespace {
 
 constexpr std::size_t max_kernel_pattern = 256;
 constexpr unsigned fill_block = 256;
@@ -59,7 +61,7 @@ void launch_fill(void* dst, std::size_t bytes, const Pattern& pattern, std::size
   std::size_t const blocks = std::min<std::size_t>((words + fill_block - 1) / fill_block, max_fill_blocks);
   fill_words<Word><<<static_cast<unsigned>(blocks), fill_block, 0, stream>>>(
       static_cast<Word*>(dst), words, pattern, static_cast<unsigned>(pattern_bytes / sizeof(Word)));
-  check(cudaGetLastError(), "fill kernel launch", std::to_string(bytes) + " bytes");
+  check_runtime(cudaGetLastError(), "fill kernel launch", std::to_string(bytes) + " bytes");
 }
 
 /// Widest power-of-two word (<= 16 bytes) dividing both the pattern size and the address.
@@ -85,7 +87,7 @@ void fill_with_kernel(void* dst, std::size_t bytes, const Pattern& pattern, std:
 
 void device_copy(void* dst, const void* src, std::size_t bytes, Stream stream) {
   if (bytes == 0) return;
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync",
+  check_runtime(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync",
         std::to_string(bytes) + " bytes");
 }
 
@@ -94,7 +96,7 @@ void device_fill(void* dst, const void* pattern, std::size_t pattern_bytes, std:
   auto const* p = static_cast<const unsigned char*>(pattern);
   std::size_t const bytes = pattern_bytes * count;
   if (std::all_of(p, p + pattern_bytes, [&](unsigned char b) { return b == p[0]; })) {
-    check(cudaMemsetAsync(dst, p[0], bytes, stream), "cudaMemsetAsync", std::to_string(bytes) + " bytes");
+    check_runtime(cudaMemsetAsync(dst, p[0], bytes, stream), "cudaMemsetAsync", std::to_string(bytes) + " bytes");
     return;
   }
   if (pattern_bytes > max_kernel_pattern) {
@@ -123,6 +125,6 @@ void device_fill(void* dst, const void* pattern, std::size_t pattern_bytes, std:
   }
 }
 
-void device_wait(Stream stream) { check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
+void device_wait(Stream stream) { check_runtime(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
 
 }  // namespace cuvmm::detail

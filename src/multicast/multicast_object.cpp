@@ -101,41 +101,6 @@ CUdevice device_handle(int ordinal) {
   return handle;
 }
 
-/// A multicast handle owned until adopted: released if a later step of the construction throws.
-class PendingHandle {
- public:
-  explicit PendingHandle(CUmemGenericAllocationHandle handle) noexcept : handle_(handle) {}
-  PendingHandle(const PendingHandle&) = delete;
-  PendingHandle& operator=(const PendingHandle&) = delete;
-  ~PendingHandle() {
-    if (handle_ != 0) (void)driver::mem_release.no_throw(handle_);
-  }
-  CUmemGenericAllocationHandle get() const noexcept { return handle_; }
-  CUmemGenericAllocationHandle adopt() noexcept { return std::exchange(handle_, 0); }
-
- private:
-  CUmemGenericAllocationHandle handle_;
-};
-
-/// A reservation owned until adopted (a multicast mapping under construction).
-class PendingReservation {
- public:
-  PendingReservation(std::size_t size, std::size_t alignment) : size_(size) {
-    driver::mem_address_reserve(&base_, size, alignment, 0, 0);
-  }
-  PendingReservation(const PendingReservation&) = delete;
-  PendingReservation& operator=(const PendingReservation&) = delete;
-  ~PendingReservation() {
-    if (base_ != 0) (void)driver::mem_address_free.no_throw(base_, size_);
-  }
-  CUdeviceptr get() const noexcept { return base_; }
-  CUdeviceptr adopt() noexcept { return std::exchange(base_, 0); }
-
- private:
-  CUdeviceptr base_ = 0;
-  std::size_t size_;
-};
-
 }  // namespace
 
 MulticastSupport multicast_support(std::span<const int> devices) noexcept {
@@ -200,7 +165,7 @@ MulticastObject::MulticastObject(std::span<const int> devices, std::size_t size)
 
   CUmemGenericAllocationHandle handle = 0;
   detail::counted(driver::multicast_create)(&handle, &prop);
-  PendingHandle pending(handle);
+  driver::PendingAllocation pending(handle);
   for (int device : devices) detail::counted(driver::multicast_add_device)(pending.get(), device_handle(device));
   state->size = prop.size;
   state->handle = pending.adopt();
@@ -258,7 +223,7 @@ MulticastMapping MulticastObject::map() const {
   if (!state_) throw_invalid_argument("MulticastObject::map", "the object is empty (moved from)");
   const State& s = *state_;
   driver::CurrentContextScope const scope(s.context.get());
-  PendingReservation reservation(s.size, s.granularity);
+  driver::PendingReservation reservation(s.size, s.granularity, "reserving address space for a multicast mapping");
   driver::mem_map(reservation.get(), s.size, 0, s.handle, 0);
   std::vector<CUmemAccessDesc> access;
   for (int device : s.devices) {

@@ -20,6 +20,8 @@
 
 #include <cuvmm/error.hpp>
 
+#include "containers/runtime_check.hpp"
+
 namespace cuvmm {
 namespace {
 
@@ -77,19 +79,6 @@ __global__ void barrier_kernel(unsigned* multicast_counter, unsigned* unicast_co
   }
 }
 
-void check_launch(const char* kernel) {
-  cudaError_t const status = cudaGetLastError();
-  if (status == cudaSuccess) return;
-  ErrorDetails details;
-  details.call = kernel;
-  details.domain = ErrorDomain::cuda;
-  details.code = static_cast<int>(status);
-  details.code_name = cudaGetErrorName(status);
-  details.code_text = cudaGetErrorString(status);
-  details.context = "launching a multimem kernel";
-  throw Error(std::move(details));
-}
-
 }  // namespace
 
 void launch_multimem_all_reduce_sum(float* multicast, std::size_t count, int rank, int ranks, Stream stream) {
@@ -103,12 +92,12 @@ void launch_multimem_all_reduce_sum(float* multicast, std::size_t count, int ran
   if (begin == end) return;
   auto const blocks = static_cast<unsigned>(std::min(max_blocks, (end - begin + threads - 1) / threads));
   all_reduce_sum_kernel<<<blocks, threads, 0, stream>>>(multicast, begin, end);
-  check_launch("all_reduce_sum_kernel");
+  detail::check_runtime(cudaGetLastError(), "all_reduce_sum_kernel launch", "a multimem kernel");
 }
 
 void launch_multimem_barrier(unsigned* multicast_counter, unsigned* unicast_counter, unsigned expected, Stream stream) {
   barrier_kernel<<<1, 32, 0, stream>>>(multicast_counter, unicast_counter, expected);
-  check_launch("barrier_kernel");
+  detail::check_runtime(cudaGetLastError(), "barrier_kernel launch", "a multimem kernel");
 }
 
 }  // namespace cuvmm

@@ -5,6 +5,8 @@
 #include <thrust/execution_policy.h>
 #include <thrust/sort.h>
 
+#include <vector>
+
 #include <catch2/catch_test_macros.hpp>
 
 #include "kernels.hpp"
@@ -52,17 +54,27 @@ std::size_t count_ring_mismatches(RingView<std::uint32_t> ring, std::size_t firs
   return static_cast<std::size_t>(found);
 }
 
-cudaError_t launch_fenced_exchange(std::uint32_t* write_alias, const std::uint32_t* read_alias, std::uint32_t* out,
-                                   std::size_t count, std::uint64_t seed, cudaStream_t stream) {
-  if (count == 0 || count % exchange_block != 0) return cudaErrorInvalidValue;
+std::size_t fenced_exchange_mismatches(std::uint32_t* write_alias, const std::uint32_t* read_alias, std::size_t count,
+                                       std::uint64_t seed, cudaStream_t stream) {
+  REQUIRE(count != 0);
+  REQUIRE(count % exchange_block == 0);
+  std::uint32_t* out = nullptr;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&out), count * sizeof(std::uint32_t)) == cudaSuccess);
+  REQUIRE(launch_fill(out, count, 0xA5C3E10Fu, stream) == cudaSuccess);  // poison: never only zeros
   fenced_exchange_kernel<<<static_cast<unsigned>(count / exchange_block), exchange_block, 0, stream>>>(
       write_alias, read_alias, out, seed);
-  return cudaGetLastError();
-}
-
-std::uint32_t fenced_exchange_expected(std::size_t i, std::uint64_t seed) {
-  std::size_t const base = i / exchange_block * exchange_block;
-  return pattern_value(seed, base + (i - base + 1) % exchange_block);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  std::vector<std::uint32_t> host(count);
+  REQUIRE(cudaMemcpyAsync(host.data(), out, count * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream) ==
+          cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  REQUIRE(cudaFree(out) == cudaSuccess);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::size_t const base = i / exchange_block * exchange_block;
+    wrong += host[i] != pattern_value(seed, base + (i - base + 1) % exchange_block) ? 1 : 0;
+  }
+  return wrong;
 }
 
 void thrust_sort_window(const RingBuffer<std::uint32_t>::Window& window, cudaStream_t stream) {

@@ -20,15 +20,13 @@ inline constexpr unsigned exchange_block = 256;
 std::size_t count_ring_mismatches(RingView<std::uint32_t> ring, std::size_t first, std::size_t count,
                                   std::uint64_t seed, cudaStream_t stream);
 
-/// One kernel: thread t of block b writes pattern_value(seed, i) (i = b * exchange_block + t)
-/// through write_alias[i], executes cuda::ptx::fence_proxy_alias(), waits at __syncthreads(), then
-/// reads the element its neighbour wrote, read_alias[b * exchange_block + (t + 1) % exchange_block],
-/// into out[i]. write_alias and read_alias are two addresses of the same memory.
-cudaError_t launch_fenced_exchange(std::uint32_t* write_alias, const std::uint32_t* read_alias, std::uint32_t* out,
-                                   std::size_t count, std::uint64_t seed, cudaStream_t stream);
-
-/// What launch_fenced_exchange leaves in out[i].
-std::uint32_t fenced_exchange_expected(std::size_t i, std::uint64_t seed);
+/// One kernel on `stream`: thread t of block b writes pattern_value(seed, i) (i = b * exchange_block
+/// + t) through write_alias[i], executes cuda::ptx::fence_proxy_alias(), waits at __syncthreads(),
+/// then reads the element its neighbour wrote, read_alias[b * exchange_block + (t + 1) %
+/// exchange_block], into a poisoned output. write_alias and read_alias are two addresses of the
+/// same memory. Waits, and returns how many outputs differ from the neighbour's pattern value.
+std::size_t fenced_exchange_mismatches(std::uint32_t* write_alias, const std::uint32_t* read_alias, std::size_t count,
+                                       std::uint64_t seed, cudaStream_t stream);
 
 /// thrust::sort over the window's thrust::device_ptr iterators, on `stream`; waits.
 void thrust_sort_window(const RingBuffer<std::uint32_t>::Window& window, cudaStream_t stream);

@@ -29,10 +29,25 @@ using cuvmm::test::poison;
 
 namespace {
 
-/// A ring of 2 MiB of words with its first copy poisoned (so an unwritten element cannot pass).
-RingBuffer<std::uint32_t> poisoned_ring(CudaBackend& cuda, cudaStream_t stream) {
+/// The frame of every case: skips without a GPU; otherwise runs `body(cuda, stream)` and then
+/// checks that everything it made was given back (the backend's live objects, free memory).
+template <class Body>
+void gpu_case(Body&& body) {
+  test::require_gpu();
+  test::init_runtime();
+  CudaBackend& cuda = cuda_backend(0);
+  test::LeakCheck const leaks(cuda);
+  {
+    test::Stream const stream;
+    body(cuda, stream);
+  }
+  leaks.verify();
+}
+
+/// A ring of one granule of words with its first copy poisoned (so an unwritten element cannot pass).
+RingBuffer<std::uint32_t> poisoned_ring(CudaBackend& cuda, const test::Stream& stream) {
   RingBuffer<std::uint32_t> ring(cuda, 1);
-  CUVMM_CUDA_REQUIRE(test::launch_fill(ring.data(), ring.capacity(), poison, stream));
+  CUVMM_CUDA_REQUIRE(test::launch_fill(ring.data(), ring.capacity(), poison, stream.get()));
   return ring;
 }
 
@@ -45,13 +60,8 @@ std::size_t window_first(std::size_t capacity) { return capacity - 100'000; }
 TEST_CASE("a ring window written across the wrap by one kernel is read through the first copy by the next "
           "kernel on the same stream",
           "[gpu][ring][alias]") {
-  test::require_gpu();
-  test::init_runtime();
-  CudaBackend& cuda = cuda_backend(0);
-  test::LeakCheck const leaks(cuda);
-  {
-    test::Stream const stream;
-    RingBuffer<std::uint32_t> ring = poisoned_ring(cuda, stream.get());
+  gpu_case([](CudaBackend& cuda, const test::Stream& stream) {
+    RingBuffer<std::uint32_t> ring = poisoned_ring(cuda, stream);
     std::size_t const n = ring.capacity();
     REQUIRE(n == cuda.granularity({}, GranularityKind::minimum) / 4);
     REQUIRE(window_count < n);
@@ -70,21 +80,15 @@ TEST_CASE("a ring window written across the wrap by one kernel is read through t
     // The check can fail: one element changed through the second copy is found through the first.
     CUVMM_CUDA_REQUIRE(test::launch_fill(ring.data() + n + 5, 1, poison, stream.get()));
     CHECK(test::count_ring_mismatches(ring.view(), first, window_count, seed, stream.get()) == 1);
-  }
-  leaks.verify();
+  });
 }
 
 TEST_CASE("a ring window written on one stream is read through the other copy on a stream that waits for an "
           "event",
           "[gpu][ring][alias]") {
-  test::require_gpu();
-  test::init_runtime();
-  CudaBackend& cuda = cuda_backend(0);
-  test::LeakCheck const leaks(cuda);
-  {
-    test::Stream const writer;
+  gpu_case([](CudaBackend& cuda, const test::Stream& writer) {
     test::Stream const reader;
-    RingBuffer<std::uint32_t> ring = poisoned_ring(cuda, writer.get());
+    RingBuffer<std::uint32_t> ring = poisoned_ring(cuda, writer);
     std::size_t const n = ring.capacity();
     std::size_t const first = window_first(n);
     std::uint64_t const seed = test::test_seed(2);
@@ -96,49 +100,26 @@ TEST_CASE("a ring window written on one stream is read through the other copy on
     CUVMM_CUDA_REQUIRE(cudaStreamWaitEvent(reader.get(), written, 0));
     CHECK(test::count_ring_mismatches(ring.view(), first, window_count, seed, reader.get()) == 0);
     CUVMM_CUDA_REQUIRE(cudaEventDestroy(written));
-  }
-  leaks.verify();
+  });
 }
 
 TEST_CASE("inside one kernel, a write through the ring's second copy is read through the first after "
           "fence_proxy_alias and a barrier",
           "[gpu][ring][alias][fence]") {
-  test::require_gpu();
-  test::init_runtime();
-  CudaBackend& cuda = cuda_backend(0);
-  test::LeakCheck const leaks(cuda);
-  {
-    test::Stream const stream;
-    RingBuffer<std::uint32_t> ring = poisoned_ring(cuda, stream.get());
+  gpu_case([](CudaBackend& cuda, const test::Stream& stream) {
+    RingBuffer<std::uint32_t> ring = poisoned_ring(cuda, stream);
     std::size_t const n = ring.capacity();
     REQUIRE(n % test::exchange_block == 0);
     std::uint64_t const seed = test::test_seed(3);
-    std::uint32_t* out = nullptr;
-    CUVMM_CUDA_REQUIRE(cudaMalloc(reinterpret_cast<void**>(&out), n * sizeof(std::uint32_t)));
-    CUVMM_CUDA_REQUIRE(test::launch_fill(out, n, poison, stream.get()));
-    CUVMM_CUDA_REQUIRE(test::launch_fenced_exchange(ring.data() + n, ring.data(), out, n, seed, stream.get()));
-    std::vector<std::uint32_t> host(n);
-    CUVMM_CUDA_REQUIRE(cudaMemcpyAsync(host.data(), out, n * sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
-                                       stream.get()));
-    stream.synchronize();
-    std::size_t wrong = 0;
-    for (std::size_t i = 0; i < n; ++i) wrong += host[i] != test::fenced_exchange_expected(i, seed) ? 1 : 0;
-    CHECK(wrong == 0);
+    CHECK(test::fenced_exchange_mismatches(ring.data() + n, ring.data(), n, seed, stream.get()) == 0);
     CHECK(test::count_ring_mismatches(ring.view(), 0, n, seed, stream.get()) == 0);
-    CUVMM_CUDA_REQUIRE(cudaFree(out));
-  }
-  leaks.verify();
+  });
 }
 
 TEST_CASE("inside one kernel, a write through a buffer is read through its read-only AliasView after "
           "fence_proxy_alias and a barrier",
           "[gpu][alias][fence]") {
-  test::require_gpu();
-  test::init_runtime();
-  CudaBackend& cuda = cuda_backend(0);
-  test::LeakCheck const leaks(cuda);
-  {
-    test::Stream const stream;
+  gpu_case([](CudaBackend& cuda, const test::Stream& stream) {
     GrowableOptions options;
     options.max_capacity = 1 * GiB;
     GrowableBuffer<std::uint32_t> buffer(cuda, options, stream.get());
@@ -148,35 +129,16 @@ TEST_CASE("inside one kernel, a write through a buffer is read through its read-
     REQUIRE(view.size() == buffer.storage().capacity());
     CHECK(view.access(0) == Access::read);
     std::uint64_t const seed = test::test_seed(4);
-    std::uint32_t* out = nullptr;
-    CUVMM_CUDA_REQUIRE(cudaMalloc(reinterpret_cast<void**>(&out), n * sizeof(std::uint32_t)));
-    CUVMM_CUDA_REQUIRE(test::launch_fill(out, n, poison, stream.get()));
-    CUVMM_CUDA_REQUIRE(test::launch_fenced_exchange(buffer.data(), reinterpret_cast<const std::uint32_t*>(view.data()),
-                                                    out, n, seed, stream.get()));
-    std::vector<std::uint32_t> host(n);
-    CUVMM_CUDA_REQUIRE(cudaMemcpyAsync(host.data(), out, n * sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
-                                       stream.get()));
-    stream.synchronize();
-    std::size_t wrong = 0;
-    for (std::size_t i = 0; i < n; ++i) wrong += host[i] != test::fenced_exchange_expected(i, seed) ? 1 : 0;
-    CHECK(wrong == 0);
+    auto const* const read_only = reinterpret_cast<const std::uint32_t*>(view.data());
+    CHECK(test::fenced_exchange_mismatches(buffer.data(), read_only, n, seed, stream.get()) == 0);
     // A later kernel reads the whole buffer through the view (stream order).
-    auto const through_view = test::check_pattern(reinterpret_cast<const std::uint32_t*>(view.data()), n, seed,
-                                                  stream.get());
-    CHECK(through_view.mismatches == 0);
-    CUVMM_CUDA_REQUIRE(cudaFree(out));
-  }
-  leaks.verify();
+    CHECK(test::check_pattern(read_only, n, seed, stream.get()).mismatches == 0);
+  });
 }
 
 TEST_CASE("thrust sorts a ring window across the wrap point through device_ptr iterators", "[gpu][ring][thrust]") {
-  test::require_gpu();
-  test::init_runtime();
-  CudaBackend& cuda = cuda_backend(0);
-  test::LeakCheck const leaks(cuda);
-  {
-    test::Stream const stream;
-    RingBuffer<std::uint32_t> ring = poisoned_ring(cuda, stream.get());
+  gpu_case([](CudaBackend& cuda, const test::Stream& stream) {
+    RingBuffer<std::uint32_t> ring = poisoned_ring(cuda, stream);
     std::size_t const n = ring.capacity();
     std::uint64_t const seed = test::test_seed(5);
     CUVMM_CUDA_REQUIRE(test::launch_write_pattern(ring.data(), n, seed, stream.get()));
@@ -197,6 +159,5 @@ TEST_CASE("thrust sorts a ring window across the wrap point through device_ptr i
     CUVMM_CUDA_REQUIRE(cudaMemcpy(sorted.data() + tail, ring.data(), (window_count - tail) * sizeof(std::uint32_t),
                                   cudaMemcpyDeviceToHost));
     CHECK(sorted == expected);
-  }
-  leaks.verify();
+  });
 }

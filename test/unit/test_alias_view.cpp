@@ -220,27 +220,16 @@ TEST_CASE("failing any backend call while making a view leaks nothing and leaves
   LiveCounts const before = real.live_counts();
   std::size_t const fds_before = cuvmm::test::open_fd_count();
 
-  std::size_t k = 1;
-  for (;; ++k) {
-    CAPTURE(k);
-    REQUIRE(k <= 10);
-    faulty.fail_nth(k, {}, failure);
-    bool threw = false;
-    try {
-      AliasView const view(owner.chunks, read_only);
-      CHECK(read_bytes(view.data(), 6 * G) == data);
-    } catch (const Error& e) {
-      threw = true;
-      CHECK(e.context() == "injected fault");
-    } catch (const OutOfMemory& e) {
-      threw = true;
-      CHECK(e.context() == "injected fault");
-    }
-    faulty.disarm();
-    CHECK(real.live_counts() == before);
-    CHECK(cuvmm::test::open_fd_count() == fds_before);
-    CHECK(read_bytes(owner.range.base(), 6 * G) == data);
-    if (!threw) break;
-  }
+  std::size_t const k = test::fail_each_call_in_turn(
+      faulty, failure,
+      [&] {
+        AliasView const view(owner.chunks, read_only);
+        CHECK(read_bytes(view.data(), 6 * G) == data);
+      },
+      [&] {
+        CHECK(real.live_counts() == before);
+        CHECK(cuvmm::test::open_fd_count() == fds_before);
+        CHECK(read_bytes(owner.range.base(), 6 * G) == data);
+      });
   CHECK(k == 6);  // reserve, three maps, one access call; the sixth attempt succeeds
 }

@@ -179,27 +179,16 @@ TEST_CASE("failing any backend call while making a ring leaks nothing", "[ring][
   HostBackend real(small_granules());
   FaultInjectingBackend faulty(real);
   std::size_t const fds_before = cuvmm::test::open_fd_count();
-  std::size_t k = 1;
-  for (;; ++k) {
-    CAPTURE(k);
-    REQUIRE(k <= 10);
-    faulty.fail_nth(k, {}, failure);
-    bool threw = false;
-    try {
-      HostRingBuffer<std::uint64_t> ring(faulty, 3 * G / 8);
-      ring.data()[0] = 42;
-      CHECK(ring.data()[ring.capacity()] == 42);
-    } catch (const Error& e) {
-      threw = true;
-      CHECK(e.context() == "injected fault");
-    } catch (const OutOfMemory& e) {
-      threw = true;
-      CHECK(e.context() == "injected fault");
-    }
-    faulty.disarm();
-    CHECK(real.live_counts() == LiveCounts{});
-    CHECK(cuvmm::test::open_fd_count() == fds_before);
-    if (!threw) break;
-  }
+  std::size_t const k = test::fail_each_call_in_turn(
+      faulty, failure,
+      [&] {
+        HostRingBuffer<std::uint64_t> ring(faulty, 3 * G / 8);
+        ring.data()[0] = 42;
+        CHECK(ring.data()[ring.capacity()] == 42);
+      },
+      [&] {
+        CHECK(real.live_counts() == LiveCounts{});
+        CHECK(cuvmm::test::open_fd_count() == fds_before);
+      });
   CHECK(k == 7);  // reserve, create, chunk_info, map, map, set_access; the seventh attempt succeeds
 }
