@@ -139,6 +139,7 @@ class BasicRingBuffer {
   [[nodiscard]] RingView<T> view() const noexcept { return {data(), capacity()}; }
   /// The `count` (<= capacity()) elements from index `first` (taken modulo capacity()), contiguous.
   [[nodiscard]] Window window(size_type first, size_type count) const {
+    if (capacity() == 0) throw_invalid_argument("RingBuffer::window", "the ring is empty (moved from)");
     if (count > capacity()) {
       throw_invalid_argument("RingBuffer::window", "a window of " + std::to_string(count) +
                                                        " elements is longer than the capacity " +

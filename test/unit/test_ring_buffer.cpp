@@ -164,6 +164,7 @@ TEST_CASE("moving a ring moves its memory; the source is left empty", "[ring][ho
   HostRingBuffer<std::uint32_t> b(std::move(a));
   CHECK(a.capacity() == 0);
   CHECK(a.data() == nullptr);
+  CHECK_THROWS_AS(a.window(0, 0), Error);
   CHECK(b.data() == address);
   CHECK(b.data()[b.capacity() + 7] == 0xABCDEF01u);
   HostRingBuffer<std::uint32_t> c(backend, 1);
