@@ -3,7 +3,8 @@
 #   bash scripts/h200-run.sh BUILD_DIR [bench]
 # Runs cuvmm-info, the unit and gpu suites (test binaries directly: the build folder was made by
 # another Meson version), the gpu suite under compute-sanitizer memcheck, and with `bench` the
-# growth benchmarks (in one process, and each run in a fresh process). Keeps at most 8 files in
+# growth benchmarks (in one process, and each run in a fresh process), the driver-call costs and
+# the compression benchmark. Keeps at most 8 files in
 # $OUT (the device tool's limit): cuvmm-info.txt, tests.log, summary.txt, sanitizer.log, bench.log,
 # growth.json (fresh processes), driver-calls.txt, results.tar.gz (Catch2 reports, the rest).
 set -uo pipefail
@@ -72,6 +73,11 @@ if [ "$mode" = bench ]; then
   python3 bench/ratios.py "$out/growth.json" 2>&1 | tee -a "$out/summary.txt"
   "$build/bench/bench_driver_calls" --benchmark_counters_tabular=true >"$out/driver-calls.txt" 2>&1 || status=1
   grep -E "^(chunk|access|growth)" "$out/driver-calls.txt" | tail -12
+  # Compressible vs ordinary memory, side by side (JSON in results.tar.gz, ratios in summary.txt).
+  echo "== compression benchmark (GB/s, compressible / ordinary)" | tee -a "$out/summary.txt"
+  "$build/bench/bench_compression" --benchmark_out="$results/compression.json" --benchmark_out_format=json \
+    --benchmark_counters_tabular=true >>"$out/bench.log" 2>&1 || status=1
+  python3 bench/compression_ratios.py "$results/compression.json" 2>&1 | tee -a "$out/summary.txt"
 fi
 
 tar -C "$results" -czf "$out/results.tar.gz" .
