@@ -73,7 +73,7 @@ class BasicGrowableBuffer {
       : BasicGrowableBuffer(Space::default_backend(options), std::move(options), stream) {}
   /// An empty buffer on `backend` (which must serve this buffer's memory space).
   explicit BasicGrowableBuffer(Backend& backend, GrowableOptions options = {}, Stream stream = nullptr)
-      : storage_(checked_backend(backend), std::move(options)), stream_(stream) {}
+      : storage_(detail::backend_of_space<Space>(backend, "GrowableBuffer"), std::move(options)), stream_(stream) {}
 
   /// A copy of `other`'s elements in a new buffer with the same backend and options, ordered on `stream`.
   BasicGrowableBuffer(const BasicGrowableBuffer& other, Stream stream)
@@ -232,14 +232,6 @@ class BasicGrowableBuffer {
   [[nodiscard]] Backend& backend() const noexcept { return storage_.backend(); }
 
  private:
-  static Backend& checked_backend(Backend& backend) {
-    if (backend.space() != Space::memory_space) {
-      throw_invalid_argument("GrowableBuffer", "a " + std::string(to_string(Space::memory_space)) +
-                                                   " buffer needs a backend of that space, got '" +
-                                                   std::string(backend.name()) + "'");
-    }
-    return backend;
-  }
 
   /// Bytes for n elements; n too large for size_t is a capacity error, like any other n too large.
   size_type bytes_for(size_type n) const {

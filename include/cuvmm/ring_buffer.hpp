@@ -124,7 +124,8 @@ class BasicRingBuffer {
   explicit BasicRingBuffer(size_type min_capacity, RingOptions options = {})
       : BasicRingBuffer(Space::default_backend(options.device), min_capacity, std::move(options)) {}
   BasicRingBuffer(Backend& backend, size_type min_capacity, RingOptions options = {})
-      : storage_(checked_backend(backend), bytes_for(min_capacity), sizeof(T), std::move(options)) {}
+      : storage_(detail::backend_of_space<Space>(backend, "RingBuffer"), bytes_for(min_capacity), sizeof(T),
+                 std::move(options)) {}
 
   BasicRingBuffer(const BasicRingBuffer&) = delete;
   BasicRingBuffer& operator=(const BasicRingBuffer&) = delete;
@@ -155,14 +156,6 @@ class BasicRingBuffer {
   [[nodiscard]] Backend& backend() const noexcept { return *storage_.backend(); }
 
  private:
-  static Backend& checked_backend(Backend& backend) {
-    if (backend.space() != Space::memory_space) {
-      throw_invalid_argument("RingBuffer", "a " + std::string(to_string(Space::memory_space)) +
-                                               " ring buffer needs a backend of that space, got '" +
-                                               std::string(backend.name()) + "'");
-    }
-    return backend;
-  }
   static size_type bytes_for(size_type elements) {
     if (elements == 0) throw_invalid_argument("RingBuffer", "the capacity must be at least one element");
     if (elements > SIZE_MAX / 2 / sizeof(T)) throw CapacityExceeded(SIZE_MAX, SIZE_MAX / 2);
