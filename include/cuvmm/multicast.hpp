@@ -56,9 +56,11 @@ class MulticastMapping {
 
  private:
   friend class MulticastObject;
-  MulticastMapping(Address address, std::size_t size) noexcept : address_(address), size_(size) {}
+  MulticastMapping(Address address, std::size_t size, int device) noexcept
+      : address_(address), size_(size), device_(device) {}
   Address address_ = 0;
   std::size_t size_ = 0;
+  int device_ = 0;  // whose primary context is current while it is unmapped and freed
 };
 
 class MulticastObject {

@@ -77,6 +77,16 @@ namespace {
 
 using Source = std::source_location;
 
+/// Runs `release` (noexcept driver calls) with `context` current, then puts the previous one back.
+template <class Release>
+void in_context_no_throw(CUcontext context, Release&& release) noexcept {
+  CUcontext previous = nullptr;
+  bool const switched = context != nullptr && driver::ctx_get_current.no_throw(&previous) == CUDA_SUCCESS &&
+                        driver::ctx_set_current.no_throw(context) == CUDA_SUCCESS;
+  release();
+  if (switched) (void)driver::ctx_set_current.no_throw(previous);
+}
+
 MulticastSupport machine_gate(std::span<const int> devices) {
   DriverStatus const status = driver_status();
   return detail::multicast_gate(devices, status.available ? status.device_count : 0, status.reason,
@@ -126,15 +136,13 @@ struct MulticastObject::State {
 
   ~State() {
     if (context.get() == nullptr) return;
-    CUcontext previous = nullptr;
-    bool const switched = driver::ctx_get_current.no_throw(&previous) == CUDA_SUCCESS &&
-                          driver::ctx_set_current.no_throw(context.get()) == CUDA_SUCCESS;
-    for (const Binding& binding : bindings) {
-      (void)detail::counted(driver::multicast_unbind)
-          .no_throw(handle, device_handle_no_throw(binding.device), binding.offset, binding.size);
-    }
-    if (handle != 0) (void)driver::mem_release.no_throw(handle);
-    if (switched) (void)driver::ctx_set_current.no_throw(previous);
+    in_context_no_throw(context.get(), [&]() noexcept {
+      for (const Binding& binding : bindings) {
+        (void)detail::counted(driver::multicast_unbind)
+            .no_throw(handle, device_handle_no_throw(binding.device), binding.offset, binding.size);
+      }
+      if (handle != 0) (void)driver::mem_release.no_throw(handle);
+    });
   }
 
   static CUdevice device_handle_no_throw(int ordinal) noexcept {
@@ -207,16 +215,14 @@ void MulticastObject::bind(const PhysicalChunk& chunk, std::size_t offset) {
 void MulticastObject::unbind(int device) noexcept {
   if (!state_) return;
   State& s = *state_;
-  CUcontext previous = nullptr;
-  bool const switched = driver::ctx_get_current.no_throw(&previous) == CUDA_SUCCESS &&
-                        driver::ctx_set_current.no_throw(s.context.get()) == CUDA_SUCCESS;
-  std::erase_if(s.bindings, [&](const State::Binding& binding) {
-    if (binding.device != device) return false;
-    (void)detail::counted(driver::multicast_unbind)
-        .no_throw(s.handle, State::device_handle_no_throw(device), binding.offset, binding.size);
-    return true;
+  in_context_no_throw(s.context.get(), [&]() noexcept {
+    std::erase_if(s.bindings, [&](const State::Binding& binding) {
+      if (binding.device != device) return false;
+      (void)detail::counted(driver::multicast_unbind)
+          .no_throw(s.handle, State::device_handle_no_throw(device), binding.offset, binding.size);
+      return true;
+    });
   });
-  if (switched) (void)driver::ctx_set_current.no_throw(previous);
 }
 
 MulticastMapping MulticastObject::map() const {
@@ -238,17 +244,20 @@ MulticastMapping MulticastObject::map() const {
     (void)driver::mem_unmap.no_throw(reservation.get(), s.size);
     driver::mem_set_access.throw_error(result, "granting every device access to a multicast mapping");
   }
-  return MulticastMapping(reservation.adopt(), s.size);
+  return MulticastMapping(reservation.adopt(), s.size, s.devices.front());
 }
 
 MulticastMapping::MulticastMapping(MulticastMapping&& other) noexcept
-    : address_(std::exchange(other.address_, 0)), size_(std::exchange(other.size_, 0)) {}
+    : address_(std::exchange(other.address_, 0)),
+      size_(std::exchange(other.size_, 0)),
+      device_(std::exchange(other.device_, 0)) {}
 
 MulticastMapping& MulticastMapping::operator=(MulticastMapping&& other) noexcept {
   if (this != &other) {
     reset();
     address_ = std::exchange(other.address_, 0);
     size_ = std::exchange(other.size_, 0);
+    device_ = std::exchange(other.device_, 0);
   }
   return *this;
 }
@@ -257,8 +266,16 @@ MulticastMapping::~MulticastMapping() { reset(); }
 
 void MulticastMapping::reset() noexcept {
   if (size_ == 0) return;
-  (void)driver::mem_unmap.no_throw(address_, size_);
-  (void)driver::mem_address_free.no_throw(address_, size_);
+  // The device's primary context, retained for the calls (its object still holds it too).
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  bool const retained = driver::device_get.no_throw(&device, device_) == CUDA_SUCCESS &&
+                        driver::device_primary_ctx_retain.no_throw(&context, device) == CUDA_SUCCESS;
+  in_context_no_throw(retained ? context : nullptr, [&]() noexcept {
+    (void)driver::mem_unmap.no_throw(address_, size_);
+    (void)driver::mem_address_free.no_throw(address_, size_);
+  });
+  if (retained) (void)driver::device_primary_ctx_release.no_throw(device);
   address_ = 0;
   size_ = 0;
 }
