@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # One device-machine session: everything that needs the GPU, in one command, logs under $OUT.
-#   bash scripts/h200-run.sh BUILD_DIR [growth] [arena]
+#   bash scripts/h200-run.sh BUILD_DIR [growth] [arena] [compression]
 # Runs cuvmm-info, every test program (test binaries directly: the build folder was made by
 # another Meson version; ipc_mpi is skipped: it is linked against the build machine's Open MPI,
 # which that machine lacks), the gpu and ipc programs under compute-sanitizer memcheck; with `growth`
 # the growth benchmarks (in one process, and each run in a fresh process) and the driver-call
 # costs; with `arena` the Arena benchmarks, PyTorch's allocator on the same trace, and the PyTorch
-# training example with the pluggable allocator. Keeps at most 8 files in $OUT (the device tool's
-# limit): summary.txt, tests.log, sanitizer.log, bench.log, growth.json, arena.json, torch.txt,
-# results.tar.gz (Catch2 reports, cuvmm-info, driver-call costs, the rest).
+# training example with the pluggable allocator; with `compression` compressible vs ordinary
+# memory bandwidth. Keeps at most 8 files in $OUT (the device tool's limit): summary.txt,
+# tests.log, sanitizer.log, bench.log, growth.json, arena.json, torch.txt, results.tar.gz (Catch2
+# reports, cuvmm-info, driver-call costs, compression JSON, the rest).
 set -uo pipefail
 build=${1:?usage: h200-run.sh BUILD_DIR [growth] [arena]}
 shift
@@ -90,6 +91,14 @@ if [[ $modes == *" arena "* ]]; then
   python3 examples/torch_pluggable_allocator.py --compare --library "$build/src/libcuvmm_torch.so" 2>&1 \
     | tee -a "$out/torch.txt" || status=1
   cat "$out/torch.txt" >>"$out/summary.txt"
+fi
+
+if [[ $modes == *" compression "* ]]; then
+  # Compressible vs ordinary memory, side by side (JSON in results.tar.gz, ratios in summary.txt).
+  echo "== compression benchmark (GB/s, compressible / ordinary)" | tee -a "$out/summary.txt"
+  "$build/bench/bench_compression" --benchmark_out="$results/compression.json" --benchmark_out_format=json \
+    --benchmark_counters_tabular=true >>"$out/bench.log" 2>&1 || status=1
+  python3 bench/compression_ratios.py "$results/compression.json" 2>&1 | tee -a "$out/summary.txt"
 fi
 
 tar -C "$results" -czf "$out/results.tar.gz" .

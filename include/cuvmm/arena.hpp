@@ -47,8 +47,10 @@ struct ArenaOptions {
   std::size_t large_page_bytes = std::size_t{32} << 20;
   /// Most physical bytes the arena may hold at once. 0: as much as the device gives.
   std::size_t byte_limit = 0;
-  /// Ask for generic compression on every page.
-  bool compression = false;
+  /// Generic compression on every page: none, preferred (ordinary memory where the device does
+  /// not grant it), or required (a page that is not granted compression is refused with
+  /// cuvmm::Unsupported, and the request with it).
+  Compression compression = Compression::none;
   /// Who may access the memory. Empty: read-write for `device`.
   std::vector<AccessGrant> access;
 };

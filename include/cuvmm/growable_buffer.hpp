@@ -73,7 +73,7 @@ class BasicGrowableBuffer {
       : BasicGrowableBuffer(Space::default_backend(options), std::move(options), stream) {}
   /// An empty buffer on `backend` (which must serve this buffer's memory space).
   explicit BasicGrowableBuffer(Backend& backend, GrowableOptions options = {}, Stream stream = nullptr)
-      : storage_(checked_backend(backend), std::move(options)), stream_(stream) {}
+      : storage_(detail::backend_of_space<Space>(backend, "GrowableBuffer"), std::move(options)), stream_(stream) {}
 
   /// A copy of `other`'s elements in a new buffer with the same backend and options, ordered on `stream`.
   BasicGrowableBuffer(const BasicGrowableBuffer& other, Stream stream)
@@ -221,6 +221,10 @@ class BasicGrowableBuffer {
 
   // --- configuration and introspection ------------------------------------------------------
 
+  /// Grants, changes or revokes the access of the devices in `grants` (e.g. a peer GPU) on all
+  /// the memory mapped now and on later growth; see GrowableStorage::grant_access.
+  void grant_access(std::span<const AccessGrant> grants) { storage_.grant_access(grants); }
+
   [[nodiscard]] Stream stream() const noexcept { return stream_; }
   void set_stream(Stream stream) noexcept { stream_ = stream; }
   [[nodiscard]] GrowableStats stats() const noexcept { return storage_.stats(); }
@@ -228,14 +232,6 @@ class BasicGrowableBuffer {
   [[nodiscard]] Backend& backend() const noexcept { return storage_.backend(); }
 
  private:
-  static Backend& checked_backend(Backend& backend) {
-    if (backend.space() != Space::memory_space) {
-      throw_invalid_argument("GrowableBuffer", "a " + std::string(to_string(Space::memory_space)) +
-                                                   " buffer needs a backend of that space, got '" +
-                                                   std::string(backend.name()) + "'");
-    }
-    return backend;
-  }
 
   /// Bytes for n elements; n too large for size_t is a capacity error, like any other n too large.
   size_type bytes_for(size_type n) const {

@@ -11,11 +11,17 @@
 //  4. Shrinking unmaps and releases whole tail chunks only. It does not wait for anything:
 //     cuMemUnmap does not wait for kernels either, so the caller first makes sure no queued work
 //     still uses the tail (GrowableBuffer waits for its stream, never for the whole device).
+//  5. Chunks may live on several devices (GrowableOptions::devices, placed striped or balanced)
+//     in the one range; access is granted per allocation to the devices in options().access,
+//     which grant_access() changes for the mapped span and all later growth.
+//  6. Compression follows GrowableOptions::compression per chunk: each new chunk's grant is read
+//     back; under Compression::required a refused chunk fails its growth step (invariant 2).
 // It knows nothing of element types, sizes in use or streams: GrowableBuffer<T> keeps those.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include <cuvmm/address_range.hpp>
@@ -26,6 +32,12 @@
 
 namespace cuvmm {
 
+/// Which device of GrowableOptions::devices holds the next chunk.
+enum class Placement : std::uint8_t {
+  striped,   ///< chunk i on devices[i % n]: simple, but chunks grow, so later devices get more
+  balanced,  ///< each chunk on the device that holds the fewest of this buffer's bytes (ties: list order)
+};
+
 /// How a growable buffer places, sizes and shares its memory.
 struct GrowableOptions {
   /// Most bytes the buffer may ever hold (its address range). 0: as large as the memory of the
@@ -34,17 +46,22 @@ struct GrowableOptions {
   std::size_t max_capacity = 0;
   /// The smallest reservation accepted when halving (0: one chunk of the granularity).
   std::size_t min_capacity = 0;
-  /// Devices that hold the chunks, used in turn (striped): chunk i lives on devices[i % n].
-  /// Empty: device 0.
+  /// Devices that hold the chunks (distinct, non-negative), in the order `placement` uses them.
+  /// Empty: device 0. One address range holds the chunks of all of them.
   std::vector<int> devices;
-  /// Who may access the memory. Empty: read-write for every device in `devices`.
+  /// How chunks are spread over `devices`.
+  Placement placement = Placement::striped;
+  /// Who may access the memory, per allocation (no peer access is enabled device-wide). Empty:
+  /// read-write for every device in `devices`. Peers that hold no chunk may be listed too.
   std::vector<AccessGrant> access;
   /// Cap of the geometric chunk growth (rounded to the granularity).
   std::size_t max_chunk_bytes = default_max_chunk_bytes;
   /// Handle types every chunk must be exportable as (for sharing between processes).
   HandleType shareable = HandleType::none;
-  /// Ask for generic compression on every chunk.
-  bool compression = false;
+  /// Generic compression of every chunk: none, preferred (fall back to ordinary memory where the
+  /// device does not grant it; GrowableStats says how many bytes fell back) or required (a growth
+  /// step that gets an uncompressed chunk throws cuvmm::Unsupported and changes nothing).
+  Compression compression = Compression::none;
 };
 
 /// Counters of a growable buffer, for tests, benchmarks and capacity planning.
@@ -59,6 +76,9 @@ struct GrowableStats {
   std::size_t growth_steps = 0;        ///< reserve() calls that mapped memory
   std::size_t oom_retries = 0;         ///< chunks retried at the exact size after OutOfMemory
   std::uint64_t growth_nanoseconds = 0;  ///< host time spent in growth steps (driver calls), ever
+  Compression compression = Compression::none;  ///< the policy asked for (GrowableOptions::compression)
+  std::size_t compressed_bytes = 0;             ///< mapped now in chunks granted compression
+  std::size_t compression_fallback_bytes = 0;   ///< mapped now in chunks that asked for it and were refused
 };
 
 class GrowableStorage {
@@ -89,6 +109,14 @@ class GrowableStorage {
   /// (CapacityExceeded, OutOfMemory, a driver error) nothing changed and nothing leaked.
   void reserve(std::size_t bytes);
 
+  /// Bytes of this storage's chunks that live on `device`.
+  [[nodiscard]] std::size_t bytes_on_device(int device) const noexcept;
+
+  /// Grants, changes or (Access::none) revokes the access of the devices in `grants` on all the
+  /// memory mapped now, with one backend call, and on every later growth step; devices not named
+  /// keep theirs. options().access shows the result. Strong guarantee.
+  void grant_access(std::span<const AccessGrant> grants);
+
   /// Whether shrink_to(bytes) would release anything (the last chunk is not needed for `bytes`).
   [[nodiscard]] bool can_shrink_to(std::size_t bytes) const noexcept;
 
@@ -97,9 +125,11 @@ class GrowableStorage {
   void shrink_to(std::size_t bytes) noexcept;
 
  private:
-  /// Creates one chunk of `bytes` for chunk slot `index`; on OutOfMemory retries once with
-  /// `fallback_bytes` (the least that still satisfies the request) when that is smaller.
-  PhysicalChunk create_chunk(std::size_t index, std::size_t bytes, std::size_t fallback_bytes);
+  /// The device of the next chunk, after the chunks mapped now and those of the step so far.
+  int next_device(const std::vector<PhysicalChunk>& pending) const noexcept;
+  /// Creates one chunk of `bytes` on `device`; on OutOfMemory retries once with `fallback_bytes`
+  /// (the least that still satisfies the request) when that is smaller.
+  PhysicalChunk create_chunk(int device, std::size_t bytes, std::size_t fallback_bytes);
 
   Backend* backend_;
   GrowableOptions options_;

@@ -57,4 +57,10 @@ class PhysicalChunk {
   bool imported_ = false;
 };
 
+/// Applies a compression policy to a chunk made with ChunkProperties::compression: throws
+/// cuvmm::Unsupported (naming the device, and the remedy) when `policy` is Compression::required
+/// and the backend did not grant compression; otherwise does nothing. The chunk is not touched:
+/// a caller that throws releases it as usual.
+void check_compression(const PhysicalChunk& chunk, Compression policy);
+
 }  // namespace cuvmm

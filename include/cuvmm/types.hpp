@@ -52,6 +52,14 @@ constexpr HandleType operator&(HandleType a, HandleType b) noexcept {
 /// True when every type in `wanted` is in `set`.
 constexpr bool contains(HandleType set, HandleType wanted) noexcept { return (set & wanted) == wanted; }
 
+/// What a container does about generic compression (chunks are compressible or not; the device
+/// decides what it grants, which the chunk reads back after creation).
+enum class Compression : std::uint8_t {
+  none,       ///< ordinary memory
+  preferred,  ///< ask for it; where it is not granted, use ordinary memory and report that in stats
+  required,   ///< ask for it; where it is not granted, throw cuvmm::Unsupported and change nothing
+};
+
 /// What to ask of a new physical chunk. Sizes are not part of it: they are per call.
 struct ChunkProperties {
   int device = 0;                                ///< where the memory lives (device ordinal)
@@ -81,6 +89,7 @@ struct FabricHandle {
 
 std::string_view to_string(Access) noexcept;
 std::string_view to_string(MemorySpace) noexcept;
+std::string_view to_string(Compression) noexcept;
 
 inline constexpr std::size_t KiB = std::size_t{1} << 10;
 inline constexpr std::size_t MiB = std::size_t{1} << 20;

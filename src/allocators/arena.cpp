@@ -174,7 +174,7 @@ struct Arena::State {
 };
 
 Arena::State::State(Backend& user_backend, ArenaOptions opts) : calls(user_backend), options(std::move(opts)) {
-  props = ChunkProperties{.device = options.device, .compression = options.compression};
+  props = ChunkProperties{.device = options.device, .compression = options.compression != Compression::none};
   std::size_t const granularity = calls.granularity(props, GranularityKind::minimum);
   page = options.page_bytes == 0 ? granularity : options.page_bytes;
   if (page % granularity != 0) {
@@ -273,11 +273,14 @@ std::size_t Arena::State::take_pages(std::size_t count, StreamState& s) {
 /// Adds one page of `bytes` to `out` unless the byte limit or the device refuses.
 bool Arena::State::create_page(std::size_t bytes, std::size_t held_in_out, std::vector<PhysicalChunk>& out) {
   if (options.byte_limit != 0 && physical_bytes() + held_in_out + bytes > options.byte_limit) return false;
+  PhysicalChunk created;
   try {
-    out.emplace_back(calls, bytes, props);
+    created = PhysicalChunk(calls, bytes, props);
   } catch (const OutOfMemory&) {
     return false;
   }
+  check_compression(created, options.compression);  // Unsupported: released as it unwinds
+  out.push_back(std::move(created));
   return true;
 }
 

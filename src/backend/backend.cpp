@@ -21,6 +21,15 @@ std::string_view to_string(MemorySpace space) noexcept {
   return "?";
 }
 
+std::string_view to_string(Compression compression) noexcept {
+  switch (compression) {
+    case Compression::none: return "none";
+    case Compression::preferred: return "preferred";
+    case Compression::required: return "required";
+  }
+  return "?";
+}
+
 std::string_view to_string(BackendOp op) noexcept {
   switch (op) {
     case BackendOp::reserve: return "reserve";

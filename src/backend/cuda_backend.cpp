@@ -136,47 +136,6 @@ struct ChunkRequest {
   bool compression = false;  // compression requested and supported, so asked of the driver
 };
 
-/// An address range reserved for a short while (the size check of imported chunks).
-class ScratchReservation {
- public:
-  ScratchReservation(std::size_t size, std::size_t alignment, Source where) : size_(size) {
-    CUdeviceptr base = 0;
-    CUresult const result = driver::mem_address_reserve.no_throw(&base, size, alignment, 0, 0);
-    if (result != CUDA_SUCCESS)
-      driver::mem_address_reserve.throw_error(result, "reserving " + bytes_text(size) + " to check an imported chunk's size",
-                                              where);
-    base_ = base;
-  }
-  ScratchReservation(const ScratchReservation&) = delete;
-  ScratchReservation& operator=(const ScratchReservation&) = delete;
-  ~ScratchReservation() { (void)driver::mem_address_free.no_throw(base_, size_); }
-  CUdeviceptr base() const noexcept { return base_; }
-
- private:
-  CUdeviceptr base_ = 0;
-  std::size_t size_ = 0;
-};
-
-/// A chunk handle owned until adopted (an import whose size is still being checked).
-class PendingChunk {
- public:
-  explicit PendingChunk(CUmemGenericAllocationHandle handle) noexcept : handle_(handle) {}
-  PendingChunk(const PendingChunk&) = delete;
-  PendingChunk& operator=(const PendingChunk&) = delete;
-  ~PendingChunk() {
-    if (owned_) (void)driver::mem_release.no_throw(handle_);
-  }
-  CUmemGenericAllocationHandle get() const noexcept { return handle_; }
-  CUmemGenericAllocationHandle adopt() noexcept {
-    owned_ = false;
-    return handle_;
-  }
-
- private:
-  CUmemGenericAllocationHandle handle_;
-  bool owned_ = true;
-};
-
 }  // namespace
 
 struct CudaBackend::State {
@@ -344,10 +303,12 @@ struct CudaBackend::State {
                                        " is not a positive multiple of the chunk's granularity " +
                                        bytes_text(granularity), where);
     }
-    ScratchReservation const scratch(size, granularity, where);
-    CUresult const result = driver::mem_map.no_throw(scratch.base(), size, 0, handle, 0);
+    driver::PendingReservation const scratch(size, granularity,
+                                             "reserving " + bytes_text(size) + " to check an imported chunk's size",
+                                             where);  // never adopted: freed on return
+    CUresult const result = driver::mem_map.no_throw(scratch.get(), size, 0, handle, 0);
     if (result != CUDA_SUCCESS) throw_wrong_import_size(call, 0, size, where);
-    (void)driver::mem_unmap.no_throw(scratch.base(), size);
+    (void)driver::mem_unmap.no_throw(scratch.get(), size);
   }
 
   [[noreturn]] static void throw_wrong_import_size(std::string_view call, std::size_t actual, std::size_t announced,
@@ -612,7 +573,7 @@ ChunkHandle CudaBackend::import_posix_fd(int fd, std::size_t size) {
   if (result != CUDA_SUCCESS)
     driver::mem_import_from_shareable_handle.throw_error(result, "importing a chunk from fd " + std::to_string(fd),
                                                          where);
-  PendingChunk pending(handle);
+  driver::PendingAllocation pending(handle);
   s.verify_imported_size(pending.get(), size, "import_posix_fd", where);
   s.record_chunk(pending.adopt(), size);
   return ChunkHandle{handle};
@@ -653,7 +614,7 @@ ChunkHandle CudaBackend::import_fabric(const FabricHandle& fabric, std::size_t s
       throw_imex_unsupported(driver::mem_import_from_shareable_handle.name(), result, std::move(context), where);
     driver::mem_import_from_shareable_handle.throw_error(result, std::move(context), where);
   }
-  PendingChunk pending(handle);
+  driver::PendingAllocation pending(handle);
   s.verify_imported_size(pending.get(), size, "import_fabric", where);
   s.record_chunk(pending.adopt(), size);
   return ChunkHandle{handle};

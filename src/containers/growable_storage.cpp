@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -15,6 +16,32 @@
 
 namespace cuvmm {
 namespace {
+
+/// Devices must be distinct and non-negative: a clear error here, not a driver error later.
+void check_devices(const GrowableOptions& options) {
+  for (std::size_t i = 0; i < options.devices.size(); ++i) {
+    int const device = options.devices[i];
+    if (device < 0) throw_invalid_argument("GrowableStorage", "device " + std::to_string(device) + " is negative");
+    if (std::find(options.devices.begin(), options.devices.begin() + static_cast<std::ptrdiff_t>(i), device) !=
+        options.devices.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw_invalid_argument("GrowableStorage",
+                             "device " + std::to_string(device) + " is listed twice in GrowableOptions::devices");
+    }
+  }
+}
+
+/// `grants` over `base`: an entry per device, the later one winning.
+std::vector<AccessGrant> merged_access(std::vector<AccessGrant> base, std::span<const AccessGrant> grants) {
+  for (const AccessGrant& grant : grants) {
+    auto const same = std::find_if(base.begin(), base.end(), [&](const AccessGrant& g) { return g.device == grant.device; });
+    if (same == base.end()) {
+      base.push_back(grant);
+    } else {
+      same->access = grant.access;
+    }
+  }
+  return base;
+}
 
 std::vector<int> placement_devices(const GrowableOptions& options) {
   return options.devices.empty() ? std::vector<int>{0} : options.devices;
@@ -28,7 +55,8 @@ std::vector<AccessGrant> access_grants(const GrowableOptions& options) {
 }
 
 ChunkProperties chunk_properties(const GrowableOptions& options, int device) {
-  return ChunkProperties{.device = device, .shareable = options.shareable, .compression = options.compression};
+  return ChunkProperties{
+      .device = device, .shareable = options.shareable, .compression = options.compression != Compression::none};
 }
 
 /// The granularity that suits every device the buffer places chunks on.
@@ -74,6 +102,7 @@ AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std
 
 GrowableStorage::GrowableStorage(Backend& backend, GrowableOptions options)
     : backend_(&backend), options_(std::move(options)) {
+  check_devices(options_);
   if (options_.access.empty()) options_.access = access_grants(options_);
   if (options_.devices.empty()) options_.devices = placement_devices(options_);
   granularity_ = common_granularity(backend, options_);
@@ -118,20 +147,60 @@ GrowableStats GrowableStorage::stats() const noexcept {
   s.capacity_bytes = capacity_;
   s.max_capacity_bytes = range_.size();
   s.chunk_count = chunks_.size();
+  s.compression = options_.compression;
+  for (const PhysicalChunk& chunk : chunks_) {
+    if (chunk.compression_granted()) {
+      s.compressed_bytes += chunk.size();
+    } else if (chunk.compression_requested()) {
+      s.compression_fallback_bytes += chunk.size();
+    }
+  }
   return s;
 }
 
-PhysicalChunk GrowableStorage::create_chunk(std::size_t index, std::size_t bytes, std::size_t fallback_bytes) {
-  int const device = options_.devices[index % options_.devices.size()];
+std::size_t GrowableStorage::bytes_on_device(int device) const noexcept {
+  std::size_t bytes = 0;
+  for (const PhysicalChunk& chunk : chunks_) bytes += chunk.device() == device ? chunk.size() : 0;
+  return bytes;
+}
+
+int GrowableStorage::next_device(const std::vector<PhysicalChunk>& pending) const noexcept {
+  const std::vector<int>& devices = options_.devices;
+  if (options_.placement == Placement::striped) return devices[(chunks_.size() + pending.size()) % devices.size()];
+  int best = devices.front();
+  std::size_t best_bytes = SIZE_MAX;
+  for (int device : devices) {
+    std::size_t held = bytes_on_device(device);
+    for (const PhysicalChunk& chunk : pending) held += chunk.device() == device ? chunk.size() : 0;
+    if (held < best_bytes) {
+      best = device;
+      best_bytes = held;
+    }
+  }
+  return best;
+}
+
+void GrowableStorage::grant_access(std::span<const AccessGrant> grants) {
+  if (grants.empty()) return;
+  std::vector<AccessGrant> merged = merged_access(options_.access, grants);
+  // The whole list goes to the backend: the host backend applies the most permissive grant, and
+  // the driver sets every listed device (unchanged ones to what they had).
+  if (!mappings_.empty()) set_access(mappings_, merged);
+  options_.access.swap(merged);  // noexcept: the commit
+}
+
+PhysicalChunk GrowableStorage::create_chunk(int device, std::size_t bytes, std::size_t fallback_bytes) {
   ChunkProperties const props = chunk_properties(options_, device);
+  PhysicalChunk chunk;
   try {
-    return PhysicalChunk(*backend_, bytes, props);
+    chunk = PhysicalChunk(*backend_, bytes, props);
   } catch (const OutOfMemory&) {
     if (fallback_bytes >= bytes) throw;
+    // The device cannot hold a whole policy-sized chunk, but may hold what is really needed.
+    chunk = PhysicalChunk(*backend_, fallback_bytes, props);
+    ++counters_.oom_retries;
   }
-  // The device cannot hold a whole policy-sized chunk, but may hold what is really needed.
-  PhysicalChunk chunk(*backend_, fallback_bytes, props);
-  ++counters_.oom_retries;
+  check_compression(chunk, options_.compression);  // required but refused: the local chunk is released
   return chunk;
 }
 
@@ -153,7 +222,7 @@ void GrowableStorage::reserve(std::size_t bytes) {
     std::size_t const room = range_.size() - mapped;
     std::size_t const needed = round_up(bytes - mapped, granularity_);
     std::size_t const size = std::min(next_chunk_bytes(mapped, bytes, granularity_, options_.max_chunk_bytes), room);
-    PhysicalChunk chunk = create_chunk(chunks_.size() + new_chunks.size(), size, std::min(needed, size));
+    PhysicalChunk chunk = create_chunk(next_device(new_chunks), size, std::min(needed, size));
     new_mappings.emplace_back(range_, mapped, chunk);
     mapped += chunk.size();
     new_chunks.push_back(std::move(chunk));

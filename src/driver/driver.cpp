@@ -177,6 +177,24 @@ void PrimaryContext::reset() noexcept {
   context_ = nullptr;
 }
 
+PendingAllocation::~PendingAllocation() {
+  if (handle_ != 0) (void)mem_release.no_throw(handle_);
+}
+
+PendingReservation::PendingReservation(std::size_t size, std::size_t alignment, std::string context,
+                                       cuvmm::source_location where)
+    : size_(size) {
+  CUresult const result = mem_address_reserve.no_throw(&base_, size, alignment, 0, 0);
+  if (result != CUDA_SUCCESS) {
+    base_ = 0;
+    mem_address_reserve.throw_error(result, std::move(context), where);
+  }
+}
+
+PendingReservation::~PendingReservation() {
+  if (base_ != 0) (void)mem_address_free.no_throw(base_, size_);
+}
+
 CurrentContextScope::CurrentContextScope(CUcontext context, cuvmm::source_location where) {
   CUresult result = ctx_get_current.no_throw(&previous_);
   if (result != CUDA_SUCCESS) ctx_get_current.throw_error(result, "reading the current context", where);

@@ -213,6 +213,38 @@ class PrimaryContext {
   CUcontext context_ = nullptr;
 };
 
+/// A generic allocation handle (a chunk, or a multicast object) owned until adopted: released on
+/// destruction unless adopt() handed it on. For multi-step constructions that may still throw.
+class PendingAllocation {
+ public:
+  explicit PendingAllocation(CUmemGenericAllocationHandle handle) noexcept : handle_(handle) {}
+  PendingAllocation(const PendingAllocation&) = delete;
+  PendingAllocation& operator=(const PendingAllocation&) = delete;
+  ~PendingAllocation();
+  [[nodiscard]] CUmemGenericAllocationHandle get() const noexcept { return handle_; }
+  [[nodiscard]] CUmemGenericAllocationHandle adopt() noexcept { return std::exchange(handle_, 0); }
+
+ private:
+  CUmemGenericAllocationHandle handle_;  // 0 once adopted
+};
+
+/// An address reservation owned until adopted: freed on destruction unless adopt() handed it on.
+class PendingReservation {
+ public:
+  /// Reserves `size` bytes aligned to `alignment`; throws cuvmm::Error with `context` when refused.
+  PendingReservation(std::size_t size, std::size_t alignment, std::string context,
+                     cuvmm::source_location where = cuvmm::source_location::current());
+  PendingReservation(const PendingReservation&) = delete;
+  PendingReservation& operator=(const PendingReservation&) = delete;
+  ~PendingReservation();
+  [[nodiscard]] CUdeviceptr get() const noexcept { return base_; }
+  [[nodiscard]] CUdeviceptr adopt() noexcept { return std::exchange(base_, 0); }
+
+ private:
+  CUdeviceptr base_ = 0;  // 0 once adopted
+  std::size_t size_;
+};
+
 /// Makes a context current on the calling thread for a scope, then puts the previous one back.
 class CurrentContextScope {
  public:

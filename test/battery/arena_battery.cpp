@@ -441,3 +441,29 @@ TEST_CASE("large pages the device will not give are replaced by small pages", "[
   CHECK(memory->mismatches(p, large, 13, stream) == 0);
   arena.deallocate(p, large, stream);
 }
+
+TEST_CASE("compression is granted, or refused with Unsupported when required, or dropped when preferred",
+          "[arena][battery][compression]") {
+  auto memory = make_battery_memory();
+  Backend& backend = memory->backend();
+  Stream const stream = memory->new_stream();
+  // The host backend never grants compression; the H200 grants generic compression.
+  bool const granted = backend.space() == MemorySpace::device;
+  LiveCounts const before = backend.live_counts();
+  for (Compression policy : {Compression::preferred, Compression::required}) {
+    ArenaOptions options = memory->options();
+    options.compression = policy;
+    Arena arena(backend, options);
+    std::size_t const bytes = 3 * arena.page_bytes();
+    if (policy == Compression::required && !granted) {
+      CHECK_THROWS_AS(arena.allocate(bytes, stream), Unsupported);
+      CHECK(arena.stats().bytes_physical.current == 0);
+      continue;
+    }
+    void* p = arena.allocate(bytes, stream);
+    memory->write_pattern(p, bytes, 21, stream);
+    CHECK(memory->mismatches(p, bytes, 21, stream) == 0);
+    arena.deallocate(p, bytes, stream);
+  }
+  CHECK(backend.live_counts().chunks == before.chunks);
+}

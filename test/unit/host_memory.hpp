@@ -24,6 +24,8 @@
 #include <catch2/catch_tostring.hpp>
 
 #include <cuvmm/backend.hpp>
+#include <cuvmm/error.hpp>
+#include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/host_backend.hpp>
 #include <cuvmm/types.hpp>
 
@@ -97,6 +99,41 @@ E thrown_by(Body&& body) {
   }
   FAIL("the call did not throw");
   throw std::logic_error("unreachable");
+}
+
+/// Runs `body` under an armed FaultInjectingBackend: true if it threw the injected failure
+/// (cuvmm::Error or cuvmm::OutOfMemory with context "injected fault", checked), false if it
+/// completed. Any other exception propagates and fails the test.
+template <class Body>
+bool injected_fault_thrown(Body&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    CHECK(e.context() == "injected fault");
+    return true;
+  } catch (const OutOfMemory& e) {
+    CHECK(e.context() == "injected fault");
+    return true;
+  }
+  return false;
+}
+
+/// Invariant 2 at every k: runs `body` with the 1st, then the 2nd, ... call of `faulty` failing
+/// (as `failure`), calling `after_each()` after every attempt (the leak checks), until `body`
+/// completes without reaching the armed call. Returns that k: the number of calls body makes, plus 1.
+template <class Body, class AfterEach>
+std::size_t fail_each_call_in_turn(FaultInjectingBackend& faulty, FaultInjectingBackend::Failure failure, Body&& body,
+                                   AfterEach&& after_each, std::size_t limit = 64) {
+  for (std::size_t k = 1;; ++k) {
+    CAPTURE(k);
+    REQUIRE(k <= limit);
+    faulty.fail_nth(k, {}, failure);
+    bool const threw = injected_fault_thrown(body);
+    faulty.disarm();
+    CHECK(threw == faulty.fired());
+    after_each();
+    if (!threw) return k;
+  }
 }
 
 /// How a child process ended.

@@ -8,11 +8,13 @@
 
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 #include <thrust/device_ptr.h>
 
 #include <cuvmm/backend.hpp>
 #include <cuvmm/cuda_backend.hpp>
+#include <cuvmm/error.hpp>
 #include <cuvmm/growable_storage.hpp>
 #include <cuvmm/host_backend.hpp>
 
@@ -44,8 +46,9 @@ struct DeviceSpace {
   }
   static void wait(Stream stream) { device_wait(stream); }
   static Backend& default_backend(const GrowableOptions& options) {
-    return cuda_backend(options.devices.empty() ? 0 : options.devices.front());
+    return default_backend(options.devices.empty() ? 0 : options.devices.front());
   }
+  static Backend& default_backend(int device) { return cuda_backend(device); }
 };
 
 struct HostSpace {
@@ -65,6 +68,18 @@ struct HostSpace {
   }
   static void wait(Stream) noexcept {}
   static Backend& default_backend(const GrowableOptions&) { return default_host_backend(); }
+  static Backend& default_backend(int) { return default_host_backend(); }
 };
+
+/// `backend` if it serves `Space`'s memory; otherwise a cuvmm::Error naming the container.
+template <class Space>
+Backend& backend_of_space(Backend& backend, const char* container) {
+  if (backend.space() != Space::memory_space) {
+    throw_invalid_argument(container, "a " + std::string(to_string(Space::memory_space)) +
+                                          " container needs a backend of that space, got '" +
+                                          std::string(backend.name()) + "'");
+  }
+  return backend;
+}
 
 }  // namespace cuvmm::detail
