@@ -18,6 +18,9 @@ out=${OUT:-/tmp/cuvmm-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$build:${LD_LIBRARY_PATH:-}
 export CUVMM_INFO=$build/tools/cuvmm-info
+# Every module loads when the context is made, so free-memory leak checks taken after set-up do not
+# see a module (or the sanitizer's per-module memory) loaded by a test's first kernel launch.
+export CUDA_MODULE_LOADING=EAGER
 results=$(mktemp -d)
 status=0
 
@@ -39,12 +42,16 @@ for exe in "$build"/test/*/unit_* "$build"/test/*/gpu_* "$build"/test/*/ipc_*; d
 done
 python3 scripts/test-summary.py "$results/plain" 2>&1 | tee -a "$out/summary.txt"
 
-echo "== compute-sanitizer memcheck (gpu and ipc programs; cases that fault on purpose or fill the device excluded)" | tee "$out/sanitizer.log"
+# Excluded: cases that fault on purpose ([faults]) or fill the device ([oom]), and compressible
+# memory ([compression]): under memcheck, 128-bit stores to compressible memory raised "Warp
+# illegal address" on the H200 (2026-11-29) where the same run without the sanitizer checks every
+# word correctly.
+echo "== compute-sanitizer memcheck (gpu and ipc programs; [faults], [oom], [compression] excluded)" | tee "$out/sanitizer.log"
 for exe in "$build"/test/*/gpu_* "$build"/test/*/ipc_gpu_*; do
   [ -x "$exe" ] && [ -f "$exe" ] || continue
   echo "-- $(basename "$exe")" | tee -a "$out/sanitizer.log"
   CUVMM_TEST_RESULTS_DIR=$results/memcheck timeout 600 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 \
-    "$exe" "~[faults]~[oom]" --allow-running-no-tests >>"$out/sanitizer.log" 2>&1
+    "$exe" "~[faults]~[oom]~[compression]" --allow-running-no-tests >>"$out/sanitizer.log" 2>&1
   rc=$?
   echo "   exit $rc" | tee -a "$out/sanitizer.log"
   [ $rc -eq 0 ] || [ $rc -eq 77 ] || status=1

@@ -14,3 +14,12 @@ stage=$(cd "$stage" && pwd)
 find "$stage" -type f -exec strip --strip-debug {} + 2>/dev/null || true
 cp -P /usr/lib/x86_64-linux-gnu/libbenchmark.so.1* "$stage/"
 du -sh "$stage"
+# The device tool carries at most 64 MiB: pack the stage (statically linked test programs compress
+# well) and leave only the archive. On the device: mkdir -p S && tar -xJf STAGE/stage.tar.xz -C S.
+if [ "${PACK:-1}" = 1 ]; then
+  tar -C "$stage" -cJf "$stage.tar.xz" .
+  rm -rf "$stage"
+  mkdir -p "$stage"
+  mv "$stage.tar.xz" "$stage/stage.tar.xz"
+  du -sh "$stage/stage.tar.xz"
+fi

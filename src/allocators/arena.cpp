@@ -20,7 +20,8 @@
 //   2. the same in another stream's cache, after making S wait for that stream's event;
 //   3. stitch: n unmapped slots and pages from the pools, else from S's own cached memory
 //      (unmapped after a host wait for S's queued work), else newly created. Large pages the
-//      device will not give are replaced by small ones. When small pages cannot be had, every
+//      device will not give are replaced by small ones; pooled pages of the other size are
+//      released before new pages are created. When small pages cannot be had, every
 //      stream is waited for, all cached memory and empty slabs are unmapped, pooled large pages are
 //      released, and creation is tried again; then OutOfMemory. The pages are mapped side by side
 //      and granted access with one call.
@@ -137,6 +138,7 @@ struct Arena::State {
   void gather_small(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out);
   bool create_page(std::size_t bytes, std::size_t held_in_out, std::vector<PhysicalChunk>& out);
   void unmap_slots(std::size_t first, std::size_t count);
+  void release_pooled(std::vector<PhysicalChunk>& from, std::size_t bytes);
   std::size_t unmap_cached(StreamState& s, std::size_t pages_wanted);
   void unmap_large_cached(StreamState& s);
   void unmap_all_cached();
@@ -302,6 +304,8 @@ std::size_t Arena::State::gather_large(std::size_t count, StreamState& s, std::v
     unmap_large_cached(s);
     from_pool();
   }
+  // Pooled small pages are idle memory: give them back before asking the device for more.
+  release_pooled(pool, (count - got) * large_page);
   for (; got < count && create_page(large_page, out.size() * large_page, out); ++got) {
   }
   return got;
@@ -331,6 +335,8 @@ void Arena::State::gather_small(std::size_t count, StreamState& s, std::vector<P
     unmap_cached(s, count - got);
     from_pool();
   }
+  // Pooled large pages are idle memory: give them back before asking the device for more.
+  if (got < count) release_pooled(large_pool, (count - got) * page);
   create();
   if (got < count) {
     wait_for_all_streams();
@@ -427,6 +433,12 @@ std::size_t Arena::State::map_new_span(std::size_t count, StreamState& s) {
   }
   address.committed = true;
   return *first;
+}
+
+/// Releases pooled pages from `from` until `bytes` are given back or it is empty, so that
+/// memory idle in pages of one size does not stay held while pages of the other size are created.
+void Arena::State::release_pooled(std::vector<PhysicalChunk>& from, std::size_t bytes) {
+  for (std::size_t released = 0; released < bytes && !from.empty(); from.pop_back()) released += from.back().size();
 }
 
 /// Unmaps every page in [first, first + count) into its pool and frees the slots.
