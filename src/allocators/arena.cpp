@@ -168,7 +168,7 @@ struct Arena::State {
   std::size_t mapped_bytes = 0;                         // sum of the mapped pages' sizes
   ExtentSet unmapped;                                   // slots with nothing mapped, not in use
   std::vector<std::unique_ptr<StreamState>> streams;    // every stream seen (few: a linear search)
-  std::unordered_map<Address, LiveSpan> live_spans;     // large allocations by address
+  std::unordered_map<Address, LiveSpan> live_spans;     // allocations of whole pages, by address
   std::unordered_map<std::size_t, Slab> slabs;          // slab pages by slot
 
   ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, reclaims
