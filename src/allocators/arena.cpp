@@ -250,7 +250,7 @@ void Arena::State::wait_for_all_streams() {
   }
 }
 
-// Large requests -------------------------------------------------------------------------------
+// Requests of whole pages ----------------------------------------------------------------------
 
 std::size_t Arena::State::take_pages(std::size_t count, StreamState& s) {
   bool const large = large_layout(count);
