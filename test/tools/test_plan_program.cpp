@@ -5,6 +5,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,12 @@ using Catch::Matchers::StartsWith;
 using cuvmm::test::run_program;
 
 namespace {
+
+/// The build tree's tool, unless CUVMM_PLAN names another copy (a build carried to a GPU machine).
+const char* plan_tool() {
+  const char* const from_environment = std::getenv("CUVMM_PLAN");
+  return from_environment != nullptr ? from_environment : CUVMM_PLAN_PATH;
+}
 
 /// A fresh directory under the system's temporary directory, removed at the end of the test.
 struct TempDir {
@@ -78,7 +85,7 @@ print("valid")
 TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with the expected fields",
           "[plan][program]") {
   TempDir dir;
-  auto const run = run_program({CUVMM_PLAN_PATH, "--backend", "host", "--profile", "quick", "--out",
+  auto const run = run_program({plan_tool(), "--backend", "host", "--profile", "quick", "--out",
                                 dir.path.string(), "--no-plots"});
   INFO(run.output);
   REQUIRE(run.exit_status == 0);
@@ -119,7 +126,7 @@ TEST_CASE("cuvmm-plan replays an RMM log given with --trace", "[plan][program]")
                                          "1,0.2,allocate,0x2000,5000000,0x0\n"
                                          "1,0.3,deallocate,0x1000,3000000,0x0\n";
   auto const out = dir.path / "out";
-  auto const run = run_program({CUVMM_PLAN_PATH, "--backend", "host", "--out", out.string(), "--no-plots", "--trace",
+  auto const run = run_program({plan_tool(), "--backend", "host", "--out", out.string(), "--no-plots", "--trace",
                                 (dir.path / "rmm.csv").string()});
   INFO(run.output);
   REQUIRE(run.exit_status == 0);
@@ -132,21 +139,21 @@ TEST_CASE("cuvmm-plan replays an RMM log given with --trace", "[plan][program]")
 TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit status 2", "[plan][program]") {
   TempDir dir;
   std::ofstream(dir.path / "bad.csv") << "op,id,bytes\na,0,10\nq,1,10\n";
-  auto const bad_trace = run_program({CUVMM_PLAN_PATH, "--backend", "host", "--trace", (dir.path / "bad.csv").string()});
+  auto const bad_trace = run_program({plan_tool(), "--backend", "host", "--trace", (dir.path / "bad.csv").string()});
   CHECK(bad_trace.exit_status == 2);
   CHECK_THAT(bad_trace.output, ContainsSubstring("bad.csv:3: column 'op' must be 'a' or 'f', not 'q'"));
   CHECK_THAT(bad_trace.output, !ContainsSubstring("[1/"));  // refused before anything was measured
 
-  auto const bad_profile = run_program({CUVMM_PLAN_PATH, "--profile", "huge"});
+  auto const bad_profile = run_program({plan_tool(), "--profile", "huge"});
   CHECK(bad_profile.exit_status == 2);
   CHECK_THAT(bad_profile.output, ContainsSubstring("cuvmm-plan: unknown profile 'huge'"));
   CHECK_THAT(bad_profile.output, ContainsSubstring("usage: cuvmm-plan"));
 
-  auto const missing_value = run_program({CUVMM_PLAN_PATH, "--out"});
+  auto const missing_value = run_program({plan_tool(), "--out"});
   CHECK(missing_value.exit_status == 2);
   CHECK_THAT(missing_value.output, ContainsSubstring("--out needs a value"));
 
-  auto const help = run_program({CUVMM_PLAN_PATH, "--help"});
+  auto const help = run_program({plan_tool(), "--help"});
   CHECK(help.exit_status == 0);
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-plan"));
 }

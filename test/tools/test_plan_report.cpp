@@ -111,6 +111,8 @@ TEST_CASE("growth cost per GiB comes from the largest completed growable run, wi
   CHECK_THAT(text, ContainsSubstring("growth cost:       200 ms per GiB"));
   CHECK_THAT(text, ContainsSubstring("cudaMalloc copy-and-grow 2x: 500 ms per GiB"));
   CHECK_THAT(text, ContainsSubstring("chunk size:        not measured"));
+  m.growth[2].total_seconds = 12.0;  // 1.5 s per GiB: written in seconds
+  CHECK_THAT(format_recommendation(recommend(m), m), ContainsSubstring("growth cost:       1.5 s per GiB"));
   Measurements empty;
   Recommendation const none = recommend(empty);
   CHECK_FALSE(none.growth_ms_per_gib.has_value());

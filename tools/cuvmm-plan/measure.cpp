@@ -129,13 +129,14 @@ GrowthRow measure_growth(std::string name, GrowthStrategy& strategy, std::size_t
 
 std::vector<DriverCallRow> measure_driver_calls(Backend& backend, std::span<const std::size_t> chunk_sizes,
                                                 std::size_t iterations,
-                                                const std::function<void(std::size_t)>& after_each) {
+                                                const std::function<void(std::size_t)>& before_each) {
   std::vector<DriverCallRow> rows;
   ChunkProperties const props{};
   std::size_t const granularity = backend.granularity(props, GranularityKind::minimum);
   AccessGrant const grants[] = {{0, Access::read_write}};
   for (std::size_t const requested : chunk_sizes) {
     std::size_t const bytes = round_up(requested, granularity);
+    if (before_each) before_each(bytes);
     Address const range = backend.reserve(bytes, 0);
     std::vector<double> create, map, access, unmap, release;
     try {
@@ -164,7 +165,6 @@ std::vector<DriverCallRow> measure_driver_calls(Backend& backend, std::span<cons
     backend.free_range(range, bytes);
     rows.push_back({bytes, latency_stats(create), latency_stats(map), latency_stats(access), latency_stats(unmap),
                     latency_stats(release)});
-    if (after_each) after_each(bytes);
   }
   return rows;
 }

@@ -94,10 +94,10 @@ GrowthRow measure_growth(std::string name, GrowthStrategy& strategy, std::size_t
                          std::size_t append_bytes, MemoryOps& ops);
 
 /// Times create, map, set access, unmap and release of one chunk of each size on `backend`.
-/// `after_each` is called after each size (for progress).
+/// `before_each` is called with each size (rounded) before it is measured (for progress).
 std::vector<DriverCallRow> measure_driver_calls(Backend& backend, std::span<const std::size_t> chunk_sizes,
                                                 std::size_t iterations,
-                                                const std::function<void(std::size_t)>& after_each = {});
+                                                const std::function<void(std::size_t)>& before_each = {});
 
 /// How far a growable buffer with the real policy grows on `backend` in `step_bytes` reserves
 /// (no fills), until the device or its address range refuses.

@@ -36,6 +36,17 @@ std::string number(double value) {
   return text;
 }
 
+/// "200 ms" below a second, "1.29 s" from a second on.
+std::string milliseconds(double ms) {
+  char text[32];
+  if (ms < 1000) {
+    std::snprintf(text, sizeof text, "%.3g ms", ms);
+  } else {
+    std::snprintf(text, sizeof text, "%.3g s", ms / 1000);
+  }
+  return text;
+}
+
 double gib(std::size_t bytes) { return static_cast<double>(bytes) / static_cast<double>(GiB); }
 
 /// The completed growth run of `strategy` with the most bytes; nullptr if none.
@@ -117,9 +128,9 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
   out << "Recommendation for " << m.device_name << " (" << m.backend << " backend, " << m.profile << " profile):\n";
   if (r.chunk_bytes != 0) {
     std::snprintf(line, sizeof line,
-                  "  chunk size:        %s (driver calls %.3g ms per GiB; the smallest size within %.3gx of the "
+                  "  chunk size:        %s (driver calls %s per GiB; the smallest size within %.3gx of the "
                   "cheapest measured)\n",
-                  human_bytes(r.chunk_bytes).c_str(), r.chunk_ms_per_gib, chunk_cost_tolerance);
+                  human_bytes(r.chunk_bytes).c_str(), milliseconds(r.chunk_ms_per_gib).c_str(), chunk_cost_tolerance);
     out << line;
   } else {
     out << "  chunk size:        not measured\n";
@@ -133,11 +144,12 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
     out << "  largest buffer:    not measured\n";
   }
   if (r.growth_ms_per_gib) {
-    std::snprintf(line, sizeof line, "  growth cost:       %.3g ms per GiB (GrowableBuffer, appends and fills)",
-                  *r.growth_ms_per_gib);
+    std::snprintf(line, sizeof line, "  growth cost:       %s per GiB (GrowableBuffer, appends and fills)",
+                  milliseconds(*r.growth_ms_per_gib).c_str());
     out << line;
     if (r.copy_grow_ms_per_gib) {
-      std::snprintf(line, sizeof line, "; cudaMalloc copy-and-grow 2x: %.3g ms per GiB", *r.copy_grow_ms_per_gib);
+      std::snprintf(line, sizeof line, "; cudaMalloc copy-and-grow 2x: %s per GiB",
+                    milliseconds(*r.copy_grow_ms_per_gib).c_str());
       out << line;
     }
     out << "\n";
