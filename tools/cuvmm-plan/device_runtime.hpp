@@ -15,7 +15,8 @@ namespace cuvmm::plan {
 
 class DeviceRuntimeSession {
  public:
-  /// Uses device 0 and a new non-blocking stream for all fills, copies and stream-ordered calls.
+  /// Uses device 0 and a new non-blocking stream for all fills, copies and stream-ordered calls;
+  /// warms up cudaMalloc, cudaMemsetAsync and cudaMemcpyAsync before anything is measured.
   DeviceRuntimeSession();
   ~DeviceRuntimeSession();
   DeviceRuntimeSession(const DeviceRuntimeSession&) = delete;
