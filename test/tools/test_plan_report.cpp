@@ -146,12 +146,12 @@ TEST_CASE("the JSON escapes strings and writes null for what was not measured", 
   Measurements m;
   m.profile = "quick";
   m.backend = "host";
-  m.device_name = "a \"quoted\"\tname";
+  m.device_name = "a \"quoted\"\tname\x01";
   std::ostringstream out;
   write_json(out, m, recommend(m));
   std::string const json = out.str();
   CHECK_THAT(json, StartsWith("{\n  \"tool\": \"cuvmm-plan\""));
-  CHECK_THAT(json, ContainsSubstring("\"name\": \"a \\\"quoted\\\"\\u0009name\""));
+  CHECK_THAT(json, ContainsSubstring("\"name\": \"a \\\"quoted\\\"\\tname\\u0001\""));
   CHECK_THAT(json, ContainsSubstring("\"reach\": null"));
   CHECK_THAT(json, ContainsSubstring("\"growth_ms_per_gib\": null"));
 }
@@ -159,6 +159,6 @@ TEST_CASE("the JSON escapes strings and writes null for what was not measured", 
 TEST_CASE("sizes are printed in the largest exact unit, else with one decimal", "[plan][report]") {
   CHECK(human_bytes(2 * MiB) == "2 MiB");
   CHECK(human_bytes(3 * GiB / 2) == "1.5 GiB");
-  CHECK(human_bytes(512) == "512 B");
+  CHECK(human_bytes(512) == "512 bytes");
   CHECK(human_bytes(4096) == "4 KiB");
 }

@@ -30,6 +30,16 @@ def human(nbytes):
     return f"{nbytes} B"
 
 
+def save(plt, fig, ax, legend, path):
+    """Grid and (when there is anything to name) legend on `ax`, then writes `path` and closes."""
+    ax.grid(True, which="both", alpha=0.3)
+    if legend:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def plot_growth(plt, plan, rows, out):
     """One panel per append size; in each, total time against size reached, one line per strategy."""
     appends = sorted({int(r["append_bytes"]) for r in rows}) or [0]
@@ -84,12 +94,7 @@ def plot_driver(plt, plan, rows, out):
     ax.set_xlabel("chunk size (MiB)")
     ax.set_ylabel("median latency per call (µs)")
     ax.set_title(f"Driver calls on {plan['device']['name']}", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    if calls:
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "driver_latency.png"), dpi=120)
-    plt.close(fig)
+    save(plt, fig, ax, bool(calls), os.path.join(out, "driver_latency.png"))
 
 
 def plot_trace(plt, plan, rows, out):
@@ -109,12 +114,7 @@ def plot_trace(plt, plan, rows, out):
     ax.set_xlabel("trace operation")
     ax.set_ylabel("memory (GiB)")
     ax.set_title(f"Memory over the trace: {plan['trace']['source']}", fontsize=8)
-    ax.grid(True, alpha=0.3)
-    if by_allocator:
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "trace_memory.png"), dpi=120)
-    plt.close(fig)
+    save(plt, fig, ax, bool(by_allocator), os.path.join(out, "trace_memory.png"))
 
 
 def main(argv):

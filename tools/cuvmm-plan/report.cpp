@@ -12,22 +12,7 @@
 namespace cuvmm::plan {
 namespace {
 
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char const c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8] = {};
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+using tools::json_string;
 
 std::string number(double value) {
   if (!(value == value) || value == std::numeric_limits<double>::infinity()) return "null";
@@ -69,26 +54,6 @@ void write_latency(std::ostream& out, const char* name, const LatencyStats& s) {
 }
 
 }  // namespace
-
-std::string human_bytes(std::size_t bytes) {
-  struct Unit {
-    std::size_t size;
-    const char* name;
-  };
-  for (Unit const unit : {Unit{GiB, "GiB"}, Unit{MiB, "MiB"}, Unit{KiB, "KiB"}}) {
-    if (bytes >= unit.size) {
-      char text[32];
-      if (bytes % unit.size == 0) {
-        std::snprintf(text, sizeof text, "%zu %s", bytes / unit.size, unit.name);
-      } else {
-        std::snprintf(text, sizeof text, "%.1f %s", static_cast<double>(bytes) / static_cast<double>(unit.size),
-                      unit.name);
-      }
-      return text;
-    }
-  }
-  return std::to_string(bytes) + " B";
-}
 
 Recommendation recommend(const Measurements& m) {
   Recommendation r;

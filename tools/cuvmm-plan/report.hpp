@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "measure.hpp"
+#include "text_format.hpp"
 
 namespace cuvmm::plan {
 
@@ -65,7 +66,6 @@ void write_driver_calls_csv(std::ostream& out, const Measurements& measurements)
 void write_growth_csv(std::ostream& out, const Measurements& measurements);
 void write_trace_memory_csv(std::ostream& out, const Measurements& measurements);
 
-/// "2 MiB", "1.5 GiB", "512 B".
-std::string human_bytes(std::size_t bytes);
+using tools::human_bytes;  // "2 MiB", "1.5 GiB", "512 bytes"
 
 }  // namespace cuvmm::plan
