@@ -17,6 +17,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -222,10 +223,10 @@ std::string run_plots(const std::string& out_dir) {
   return "plots not made: python3 has no matplotlib (Debian: apt-get install python3-matplotlib)";
 }
 
-void write_file(const std::filesystem::path& path, void (*writer)(std::ostream&, const Measurements&),
-                const Measurements& m) {
+/// Writes `path` through `writer`; throws std::runtime_error if the file cannot be written.
+void write_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& writer) {
   std::ofstream out(path);
-  writer(out, m);
+  writer(out);
   out.close();
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
@@ -366,19 +367,11 @@ int run(const Options& options) {
   if (!options.out_dir.empty()) {
     std::filesystem::path const dir = options.out_dir;
     std::filesystem::create_directories(dir);
-    {
-      std::ofstream out(dir / "plan.json");
-      write_json(out, m, recommendation);
-      out.close();
-      if (!out) throw std::runtime_error("cannot write " + (dir / "plan.json").string());
-    }
-    write_file(dir / "driver_calls.csv", write_driver_calls_csv, m);
-    write_file(dir / "growth.csv", write_growth_csv, m);
-    write_file(dir / "trace_memory.csv", write_trace_memory_csv, m);
-    if (!file_trace) {
-      std::ofstream out(dir / "trace.csv");
-      cuvmm::bench::write_trace_csv(out, trace.ops);
-    }
+    write_file(dir / "plan.json", [&](std::ostream& out) { write_json(out, m, recommendation); });
+    write_file(dir / "driver_calls.csv", [&](std::ostream& out) { write_driver_calls_csv(out, m); });
+    write_file(dir / "growth.csv", [&](std::ostream& out) { write_growth_csv(out, m); });
+    write_file(dir / "trace_memory.csv", [&](std::ostream& out) { write_trace_memory_csv(out, m); });
+    if (!file_trace) write_file(dir / "trace.csv", [&](std::ostream& out) { cuvmm::bench::write_trace_csv(out, trace.ops); });
     if (options.plots) {
       progress.note("making plots");
       plots_said = run_plots(dir.string());
