@@ -11,6 +11,7 @@
 #include <cuvmm/error.hpp>
 #include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/host_backend.hpp>
+#include <cuvmm/physical_chunk.hpp>
 
 #include "measure.hpp"
 #include "report.hpp"
@@ -131,7 +132,19 @@ TEST_CASE("reach grows one buffer until the backend's memory is mapped", "[plan]
   Reach const reach = measure_reach(backend, 64 * MiB);
   CHECK(reach.free_at_start == 96 * MiB);
   CHECK(reach.reached_bytes == 96 * MiB);
-  CHECK(reach.stopped_by == "capacity_exceeded");
+  CHECK(reach.stopped_by == "address_range_full");
+  CHECK(backend.live_counts() == LiveCounts{});
+}
+
+TEST_CASE("reach stops with out_of_memory when the memory runs out before the address range", "[plan][measure]") {
+  HostBackend backend(HostBackend::Options{2 * MiB, 96 * MiB});
+  {
+    PhysicalChunk const held_elsewhere(backend, 32 * MiB);  // the range is 96 MiB, the memory free 64 MiB
+    Reach const reach = measure_reach(backend, 64 * MiB);
+    CHECK(reach.free_at_start == 64 * MiB);
+    CHECK(reach.reached_bytes == 64 * MiB);
+    CHECK(reach.stopped_by == "out_of_memory");
+  }
   CHECK(backend.live_counts() == LiveCounts{});
 }
 

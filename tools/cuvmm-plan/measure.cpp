@@ -175,14 +175,11 @@ Reach measure_reach(Backend& backend, std::size_t step_bytes) {
   auto const start = clock_type::now();
   GrowableStorage storage(backend);
   try {
-    for (;;) {
-      std::size_t const next = std::min(storage.capacity() + step_bytes, storage.max_capacity());
-      if (next == storage.capacity()) throw CapacityExceeded(next + step_bytes, storage.max_capacity());
-      storage.reserve(next);
+    while (storage.capacity() < storage.max_capacity()) {
+      storage.reserve(std::min(storage.capacity() + step_bytes, storage.max_capacity()));
     }
-  } catch (const CapacityExceeded&) {
-    reach.stopped_by = "capacity_exceeded";
-  } catch (const std::bad_alloc&) {
+    reach.stopped_by = "address_range_full";
+  } catch (const std::bad_alloc&) {  // cuvmm::OutOfMemory is one
     reach.stopped_by = "out_of_memory";
   }
   reach.reached_bytes = storage.capacity();

@@ -100,11 +100,12 @@ std::vector<DriverCallRow> measure_driver_calls(Backend& backend, std::span<cons
                                                 const std::function<void(std::size_t)>& before_each = {});
 
 /// How far a growable buffer with the real policy grows on `backend` in `step_bytes` reserves
-/// (no fills), until the device or its address range refuses.
+/// (no fills), until the device is full or its whole address range (by default as large as the
+/// device's memory) is mapped.
 struct Reach {
   std::size_t free_at_start = 0;
   std::size_t reached_bytes = 0;
-  std::string stopped_by;  ///< "out_of_memory" or "capacity_exceeded"
+  std::string stopped_by;  ///< "out_of_memory" or "address_range_full"
   double seconds = 0;
 };
 Reach measure_reach(Backend& backend, std::size_t step_bytes);
