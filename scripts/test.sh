@@ -96,7 +96,7 @@ step "fuzz the Arena for 60 s (libFuzzer, host backend)" bash scripts/fuzz.sh 60
 
 # 5. What ran: Catch2 test cases per program, skips with their reasons.
 echo
-echo "==> Catch2 test cases (build: unit + gpu + ipc; build-asan: unit + ipc under ASan+UBSan)"
+echo "==> Catch2 test cases (build: unit + gpu + ipc + tools; build-asan: unit + ipc + tools under ASan+UBSan)"
 step "test summary" python3 scripts/test-summary.py build/test-results build-asan/test-results
 
 if [ ${#failed[@]} -ne 0 ]; then
