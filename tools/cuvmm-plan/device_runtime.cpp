@@ -130,6 +130,13 @@ class MallocAsyncAllocator final : public TraceAllocator {
     std::uint64_t zero = 0;
     check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &zero), "cudaMemPoolSetAttribute");
   }
+  MallocAsyncAllocator(const MallocAsyncAllocator&) = delete;
+  MallocAsyncAllocator& operator=(const MallocAsyncAllocator&) = delete;
+  /// Gives the pool's memory back, so that what is measured next starts from a clean device.
+  ~MallocAsyncAllocator() override {
+    cudaStreamSynchronize(stream_);
+    cudaMemPoolTrimTo(pool_, 0);
+  }
   void* allocate(std::size_t bytes) override {
     void* p = nullptr;
     cudaError_t const status = cudaMallocAsync(&p, bytes, stream_);

@@ -29,7 +29,7 @@ class DeviceRuntimeSession {
   /// One cudaMalloc of `capacity` bytes made now (outside any timing): the physical limit.
   std::unique_ptr<GrowthStrategy> preallocated(std::size_t capacity);
   /// cudaMallocAsync/cudaFreeAsync on the stream; held = the default pool's reserved memory
-  /// (trimmed to 0 and its high-water mark reset when made).
+  /// (trimmed to 0 and its high-water mark reset when made; trimmed to 0 again when destroyed).
   std::unique_ptr<TraceAllocator> cuda_malloc_async();
   /// cudaMalloc/cudaFree; held = device memory in use (cudaMemGetInfo) minus that at creation.
   std::unique_ptr<TraceAllocator> cuda_malloc();
