@@ -71,6 +71,19 @@ TEST_CASE("copy-and-grow 1.5x reaches its target with fills in place and less pe
   CHECK(row.peak_bytes < 3 * 64 * MiB);
 }
 
+TEST_CASE("the untimed pass sees copy-and-grow hold both buffers, and a growable buffer hold about its size",
+          "[plan][gpu]") {
+  cuvmm::test::require_gpu();
+  DeviceRuntimeSession session;
+  std::size_t const copy_peak =
+      measure_peak_in_use([&] { return session.copy_and_grow(2.0); }, 64 * MiB, 1 * MiB, session.memory_ops());
+  CHECK(copy_peak >= 96 * MiB);  // 32 + 64 MiB while the last copy runs
+  std::size_t const growable_peak = measure_peak_in_use([&] { return make_growable_strategy(cuda_backend(0)); },
+                                                        64 * MiB, 1 * MiB, session.memory_ops());
+  CHECK(growable_peak >= 64 * MiB);
+  CHECK(growable_peak < 96 * MiB);
+}
+
 TEST_CASE("a preallocated buffer stops at its capacity with out_of_memory", "[plan][gpu]") {
   cuvmm::test::require_gpu();
   DeviceRuntimeSession session;

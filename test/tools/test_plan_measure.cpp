@@ -120,11 +120,36 @@ TEST_CASE("growth on a full backend stops with its status and the size it reache
   CHECK(backend.live_counts() == LiveCounts{});
 }
 
+/// Reports the backend's physical bytes as memory in use, as cudaMemGetInfo does on a device.
+class CountingFills final : public MemoryOps {
+ public:
+  explicit CountingFills(const Backend& backend) : backend_(backend) {}
+  void fill(void* data, std::size_t bytes) override { std::memset(data, 0x77, bytes); }
+  void finish() override {}
+  std::optional<std::size_t> memory_in_use() override { return backend_.live_counts().bytes_physical + 6 * MiB; }
+
+ private:
+  const Backend& backend_;
+};
+
+TEST_CASE("the untimed pass samples memory in use after every append, minus the baseline", "[plan][measure]") {
+  HostBackend backend(HostBackend::Options{2 * MiB, 40 * MiB});
+  CountingFills ops(backend);
+  auto const policy = [&] { return make_growable_strategy(backend); };
+  CHECK(measure_peak_in_use(policy, 24 * MiB, 7 * MiB, ops) == 24 * MiB);  // the 6 MiB "elsewhere" is the baseline
+  // Stopped by the 40 MiB range: the peak so far.
+  CHECK(measure_peak_in_use(policy, 64 * MiB, 8 * MiB, ops) == 40 * MiB);
+  RecordingFills blind;  // cannot tell memory in use
+  CHECK(measure_peak_in_use(policy, 8 * MiB, 1 * MiB, blind) == 0);
+  CHECK(backend.live_counts() == LiveCounts{});
+}
+
 TEST_CASE("appends of 0 bytes are refused with cuvmm::Error", "[plan][measure]") {
   HostBackend backend;
   RecordingFills ops;
   auto strategy = make_growable_strategy(backend);
   CHECK_THROWS_AS(measure_growth("x", *strategy, 4 * MiB, 0, ops), Error);
+  CHECK_THROWS_AS(measure_peak_in_use([&] { return make_growable_strategy(backend); }, 4 * MiB, 0, ops), Error);
 }
 
 TEST_CASE("reach grows one buffer until the backend's memory is mapped", "[plan][measure]") {

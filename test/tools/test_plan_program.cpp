@@ -111,7 +111,7 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   CHECK(line_count(driver) == 1 + 4 * 5);
   std::string const growth = read_file(dir.path / "growth.csv");
   CHECK_THAT(growth, StartsWith("strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,"
-                                "p99_append_us,peak_bytes,bytes_copied,chunks,growth_seconds\ngrowable,67108864,4096,ok,"
+                                "p99_append_us,peak_bytes,bytes_copied,chunks,growth_seconds,peak_in_use_bytes\ngrowable,67108864,4096,ok,"
                                 "67108864,16384,"));
   CHECK(line_count(growth) == 1 + 6);
   std::string const memory = read_file(dir.path / "trace_memory.csv");

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -43,6 +45,7 @@ class StreamFills final : public MemoryOps {
   explicit StreamFills(cudaStream_t stream) : stream_(stream) {}
   void fill(void* data, std::size_t bytes) override { check(cudaMemsetAsync(data, 0x5A, bytes, stream_), "cudaMemsetAsync"); }
   void finish() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  std::optional<std::size_t> memory_in_use() override { return device_memory_in_use(); }
 
  private:
   cudaStream_t stream_;
@@ -67,6 +70,7 @@ class CopyAndGrow final : public GrowthStrategy {
   std::size_t bytes_copied() const override { return copied_; }
   std::size_t chunks() const override { return allocations_; }
   double growth_seconds() const override { return growth_seconds_; }
+  void set_copy_hook(std::function<void()> hook) override { copy_hook_ = std::move(hook); }
 
  private:
   void grow(std::size_t needed) {
@@ -75,6 +79,7 @@ class CopyAndGrow final : public GrowthStrategy {
     std::size_t const new_capacity = std::max(needed, scaled);
     auto* const fresh = static_cast<std::byte*>(device_malloc(new_capacity));
     peak_ = std::max(peak_, capacity_ + new_capacity);  // old and new held while copying
+    if (copy_hook_) copy_hook_();
     if (size_ != 0) check(cudaMemcpyAsync(fresh, data_, size_, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // the copy is done before the old buffer goes
     check(cudaFree(data_), "cudaFree");
@@ -94,6 +99,7 @@ class CopyAndGrow final : public GrowthStrategy {
   std::size_t copied_ = 0;
   std::size_t allocations_ = 0;
   double growth_seconds_ = 0;
+  std::function<void()> copy_hook_;
 };
 
 class Preallocated final : public GrowthStrategy {

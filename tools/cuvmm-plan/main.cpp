@@ -311,16 +311,20 @@ int run(const Options& options) {
   cuvmm::GrowableOptions fixed;
   fixed.max_chunk_bytes = m.granularity;  // the policy's cap at one granule: every chunk is one granule
   for (GrowthCase const& c : profile.growth_cases) {
-    auto grow = [&](const char* name, auto&& make) {
+    auto grow = [&](const char* name, const std::function<std::unique_ptr<GrowthStrategy>()>& make) {
       progress.step(case_label(name, c));
+      GrowthRow row{name, c.target_bytes, c.append_bytes, "out_of_memory"};
       try {
         auto strategy = make();
-        m.growth.push_back(measure_growth(name, *strategy, c.target_bytes, c.append_bytes, fills));
+        row = measure_growth(name, *strategy, c.target_bytes, c.append_bytes, fills);
       } catch (const std::bad_alloc&) {  // a preallocated buffer that does not fit
-        GrowthRow row{name, c.target_bytes, c.append_bytes, "out_of_memory"};
-        m.growth.push_back(row);
       }
-      if (device) device->synchronize_device();
+      if (device) {
+        device->synchronize_device();
+        row.peak_in_use_bytes = measure_peak_in_use(make, c.target_bytes, c.append_bytes, fills);
+        device->synchronize_device();
+      }
+      m.growth.push_back(std::move(row));
     };
     grow(growable_policy_name, [&] { return make_growable_strategy(*backend); });
     grow(growable_fixed_name, [&] { return make_growable_strategy(*backend, fixed); });

@@ -127,6 +127,31 @@ GrowthRow measure_growth(std::string name, GrowthStrategy& strategy, std::size_t
   return row;
 }
 
+std::size_t measure_peak_in_use(const std::function<std::unique_ptr<GrowthStrategy>()>& make, std::size_t target_bytes,
+                                std::size_t append_bytes, MemoryOps& ops) {
+  if (append_bytes == 0) throw_invalid_argument("measure_peak_in_use", "appends of 0 bytes never reach a size");
+  ops.finish();
+  std::optional<std::size_t> const baseline = ops.memory_in_use();
+  if (!baseline) return 0;
+  std::size_t peak = *baseline;
+  auto sample = [&] { peak = std::max(peak, ops.memory_in_use().value_or(0)); };
+  try {
+    auto strategy = make();
+    strategy->set_copy_hook(sample);
+    for (std::size_t reached = 0; reached < target_bytes;) {
+      std::size_t const bytes = std::min(append_bytes, target_bytes - reached);
+      ops.fill(strategy->append(bytes), bytes);
+      reached += bytes;
+      sample();
+    }
+    ops.finish();
+  } catch (const CapacityExceeded&) {
+  } catch (const std::bad_alloc&) {
+  }
+  ops.finish();
+  return peak - *baseline;
+}
+
 std::vector<DriverCallRow> measure_driver_calls(Backend& backend, std::span<const std::size_t> chunk_sizes,
                                                 std::size_t iterations,
                                                 const std::function<void(std::size_t)>& before_each) {

@@ -53,6 +53,8 @@ class MemoryOps {
   virtual void fill(void* data, std::size_t bytes) = 0;
   /// Returns when every fill so far is done.
   virtual void finish() = 0;
+  /// Memory in use on the device now (cudaMemGetInfo: total - free), when these ops can tell.
+  [[nodiscard]] virtual std::optional<std::size_t> memory_in_use() { return std::nullopt; }
 };
 
 /// A buffer that grows by appends; each strategy keeps its own accounting of what it holds.
@@ -69,6 +71,9 @@ class GrowthStrategy {
   [[nodiscard]] virtual std::size_t chunks() const = 0;
   /// Host time spent inside growth steps (driver or allocator calls), if the strategy knows it.
   [[nodiscard]] virtual double growth_seconds() const { return 0; }
+  /// For strategies that copy: `hook` is called while the old and the new memory are both held
+  /// (to sample memory in use at its peak). Others ignore it.
+  virtual void set_copy_hook(std::function<void()> hook) { (void)hook; }
 };
 
 /// A cuvmm::GrowableStorage used as a byte buffer: its real policy, or with `options` changed.
@@ -87,11 +92,21 @@ struct GrowthRow {
   std::size_t bytes_copied = 0;
   std::size_t chunks = 0;
   double growth_seconds = 0;         ///< inside growth steps (driver calls), when known
+  /// Device memory in use, sampled after every append (and during copies) in a separate, untimed
+  /// pass, minus what was in use before: measure_peak_in_use(). 0 when not measured (host).
+  std::size_t peak_in_use_bytes = 0;
 };
 
 /// Grows `strategy` to `target_bytes` in appends of `append_bytes`, each filled through `ops`.
 GrowthRow measure_growth(std::string name, GrowthStrategy& strategy, std::size_t target_bytes,
                          std::size_t append_bytes, MemoryOps& ops);
+
+/// The untimed pass: grows a new strategy from `make` as measure_growth does, sampling
+/// ops.memory_in_use() after every append and inside copies; returns the most seen minus the
+/// memory in use before the strategy was made. 0 when `ops` cannot tell memory in use. A strategy
+/// that cannot be made or cannot grow stops the pass where it is (its peak so far is returned).
+std::size_t measure_peak_in_use(const std::function<std::unique_ptr<GrowthStrategy>()>& make, std::size_t target_bytes,
+                                std::size_t append_bytes, MemoryOps& ops);
 
 /// Times create, map, set access, unmap and release of one chunk of each size on `backend`.
 /// `before_each` is called with each size (rounded) before it is measured (for progress).

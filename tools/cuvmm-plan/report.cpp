@@ -153,7 +153,8 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
         << ", \"appends\": " << row.appends << ", \"total_seconds\": " << number(row.total_seconds)
         << ", \"p99_append_us\": " << number(row.p99_append_us) << ", \"peak_bytes\": " << row.peak_bytes
         << ", \"bytes_copied\": " << row.bytes_copied << ", \"chunks\": " << row.chunks
-        << ", \"growth_seconds\": " << number(row.growth_seconds) << "}";
+        << ", \"growth_seconds\": " << number(row.growth_seconds)
+        << ", \"peak_in_use_bytes\": " << row.peak_in_use_bytes << "}";
   }
   out << "\n  ],\n  \"reach\": ";
   if (m.reach) {
@@ -203,12 +204,12 @@ void write_driver_calls_csv(std::ostream& out, const Measurements& m) {
 
 void write_growth_csv(std::ostream& out, const Measurements& m) {
   out << "strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,p99_append_us,peak_bytes,"
-         "bytes_copied,chunks,growth_seconds\n";
+         "bytes_copied,chunks,growth_seconds,peak_in_use_bytes\n";
   for (auto const& row : m.growth) {
     out << row.strategy << ',' << row.target_bytes << ',' << row.append_bytes << ',' << row.status << ','
         << row.reached_bytes << ',' << row.appends << ',' << number(row.total_seconds) << ','
         << number(row.p99_append_us) << ',' << row.peak_bytes << ',' << row.bytes_copied << ',' << row.chunks << ','
-        << number(row.growth_seconds) << '\n';
+        << number(row.growth_seconds) << ',' << row.peak_in_use_bytes << '\n';
   }
 }
 
