@@ -157,3 +157,36 @@ TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit
   CHECK(help.exit_status == 0);
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-plan"));
 }
+
+TEST_CASE("cuvmm-plan makes its three PNG plots with matplotlib", "[plan][program][plots]") {
+  bool matplotlib = false;
+  for (const char* python : {"python3", "/usr/bin/python3"}) {
+    matplotlib = matplotlib || run_program({"/usr/bin/env", python, "-c", "import matplotlib"}).exit_status == 0;
+  }
+  if (!matplotlib) SKIP("no python3 with matplotlib here (Debian: python3-matplotlib)");
+  TempDir dir;
+  auto const run = run_program({plan_tool(), "--backend", "host", "--out", dir.path.string()});
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  CHECK_THAT(run.output, ContainsSubstring("plots written by "));
+  for (const char* png : {"growth_time.png", "driver_latency.png", "trace_memory.png"}) {
+    INFO(png);
+    std::string const image = read_file(dir.path / png);
+    CHECK(image.size() > 10000);
+    CHECK_THAT(image, StartsWith("\x89PNG\r\n\x1a\n"));
+  }
+}
+
+TEST_CASE("cuvmm-plan says so when no python3 with matplotlib can make its plots", "[plan][program][plots]") {
+  TempDir dir;
+  // A stand-in plot script that answers the matplotlib check as a Python without it would.
+  std::ofstream(dir.path / "plot.py") << "import sys\nsys.exit(3 if sys.argv[1] == '--check' else 0)\n";
+  auto const run = run_program({plan_tool(), "--backend", "host", "--out", (dir.path / "out").string()},
+                               {"CUVMM_PLAN_PLOT_SCRIPT=" + (dir.path / "plot.py").string()});
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  CHECK_THAT(run.output,
+             ContainsSubstring("plots not made: python3 has no matplotlib (Debian: apt-get install python3-matplotlib)"));
+  CHECK(std::filesystem::exists(dir.path / "out" / "plan.json"));
+  CHECK_FALSE(std::filesystem::exists(dir.path / "out" / "growth_time.png"));
+}
