@@ -181,8 +181,16 @@ TEST_CASE("cuvmm-plan says so when no python3 with matplotlib can make its plots
   TempDir dir;
   // A stand-in plot script that answers the matplotlib check as a Python without it would.
   std::ofstream(dir.path / "plot.py") << "import sys\nsys.exit(3 if sys.argv[1] == '--check' else 0)\n";
-  auto const run = run_program({plan_tool(), "--backend", "host", "--out", (dir.path / "out").string()},
-                               {"CUVMM_PLAN_PLOT_SCRIPT=" + (dir.path / "plot.py").string()});
+  // Set here, not as an extra variable: scripts/h200-run.sh exports its own, which would come first.
+  const char* const inherited = std::getenv("CUVMM_PLAN_PLOT_SCRIPT");
+  std::string const saved = inherited != nullptr ? inherited : "";
+  ::setenv("CUVMM_PLAN_PLOT_SCRIPT", (dir.path / "plot.py").c_str(), 1);
+  auto const run = run_program({plan_tool(), "--backend", "host", "--out", (dir.path / "out").string()});
+  if (inherited != nullptr) {
+    ::setenv("CUVMM_PLAN_PLOT_SCRIPT", saved.c_str(), 1);
+  } else {
+    ::unsetenv("CUVMM_PLAN_PLOT_SCRIPT");
+  }
   INFO(run.output);
   REQUIRE(run.exit_status == 0);
   CHECK_THAT(run.output,
