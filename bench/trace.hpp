@@ -4,7 +4,7 @@
 //   op,id,bytes
 //   a,0,4096        allocate `bytes` for allocation `id` (ids are unique per allocation)
 //   f,0,4096        free allocation `id` (bytes repeated, as sized deallocation needs it)
-// make_trace() draws sizes log-uniformly from 1 byte to 1 GiB; before an allocation that would
+// make_trace() draws sizes log-uniformly from 1 byte to 2^max_log2_bytes (1 GiB by default); before an allocation that would
 // take the live bytes past `live_target`, random live allocations are freed until it fits, so the
 // free order is random (what fragments caching allocators). Allocations live at the end stay live.
 #pragma once
@@ -26,9 +26,10 @@ struct TraceOp {
   std::size_t bytes = 0;
 };
 
-inline std::vector<TraceOp> make_trace(std::size_t allocations, std::size_t live_target, std::uint64_t seed) {
+inline std::vector<TraceOp> make_trace(std::size_t allocations, std::size_t live_target, std::uint64_t seed,
+                                       double max_log2_bytes = 30.0) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> log_size(0.0, 30.0);  // 2^0 .. 2^30 bytes
+  std::uniform_real_distribution<double> log_size(0.0, max_log2_bytes);  // 2^0 .. 2^max bytes
   std::vector<TraceOp> ops;
   std::vector<TraceOp> live;
   std::size_t live_bytes = 0;

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # One device-machine session: everything that needs the GPU, in one command, logs under $OUT.
-#   bash scripts/h200-run.sh BUILD_DIR [growth] [arena] [compression]
+#   bash scripts/h200-run.sh BUILD_DIR [growth] [arena] [compression] [plan] [plan-full]
 # Runs cuvmm-info, every test program (test binaries directly: the build folder was made by
 # another Meson version; ipc_mpi is skipped: it is linked against the build machine's Open MPI,
 # which that machine lacks), the gpu and ipc programs under compute-sanitizer memcheck; with `growth`
 # the growth benchmarks (in one process, and each run in a fresh process) and the driver-call
 # costs; with `arena` the Arena benchmarks, PyTorch's allocator on the same trace, and the PyTorch
 # training example with the pluggable allocator; with `compression` compressible vs ordinary
-# memory bandwidth. Keeps at most 8 files in $OUT (the device tool's limit): summary.txt,
-# tests.log, sanitizer.log, bench.log, growth.json, arena.json, torch.txt, results.tar.gz (Catch2
-# reports, cuvmm-info, driver-call costs, compression JSON, the rest).
+# memory bandwidth; with `plan` / `plan-full` cuvmm-plan's quick / full profile (its JSON, CSV and
+# plots go into results.tar.gz under plan-quick/ or plan-full/). Keeps at most 8 files in $OUT (the
+# device tool's limit): summary.txt, tests.log, sanitizer.log, bench.log, growth.json, arena.json,
+# torch.txt, results.tar.gz (Catch2 reports, cuvmm-info, driver-call costs, compression JSON, the rest).
 set -uo pipefail
-build=${1:?usage: h200-run.sh BUILD_DIR [growth] [arena]}
+build=${1:?usage: h200-run.sh BUILD_DIR [growth] [arena] [plan] [plan-full]}
 shift
 modes=" $* "
 out=${OUT:-/tmp/cuvmm-out}
@@ -21,6 +22,8 @@ export CUVMM_INFO=$build/tools/cuvmm-info
 # Every module loads when the context is made, so free-memory leak checks taken after set-up do not
 # see a module (or the sanitizer's per-module memory) loaded by a test's first kernel launch.
 export CUDA_MODULE_LOADING=EAGER
+export CUVMM_PLAN=$build/tools/cuvmm-plan/cuvmm-plan
+export CUVMM_PLAN_PLOT_SCRIPT=$PWD/tools/cuvmm-plan/plot.py
 results=$(mktemp -d)
 status=0
 
@@ -31,7 +34,7 @@ status=0
 "$build/tools/cuvmm-info" --json >"$results/cuvmm-info.json" 2>&1
 
 echo "== test suites" | tee "$out/tests.log"
-for exe in "$build"/test/*/unit_* "$build"/test/*/gpu_* "$build"/test/*/ipc_*; do
+for exe in "$build"/test/*/unit_* "$build"/test/*/gpu_* "$build"/test/*/ipc_* "$build"/test/*/tools_*; do
   [ -x "$exe" ] && [ -f "$exe" ] || continue
   [ "$(basename "$exe")" = ipc_mpi ] && continue
   echo "-- $(basename "$exe")" | tee -a "$out/tests.log"
@@ -112,6 +115,15 @@ if [[ $modes == *" compression "* ]]; then
     --benchmark_counters_tabular=true >>"$out/bench.log" 2>&1 || status=1
   python3 bench/compression_ratios.py "$results/compression.json" 2>&1 | tee -a "$out/summary.txt"
 fi
+
+for profile in quick full; do
+  mode=plan
+  [ "$profile" = full ] && mode=plan-full
+  [[ $modes == *" $mode "* ]] || continue
+  echo "== cuvmm-plan --profile $profile" | tee -a "$out/summary.txt"
+  "$CUVMM_PLAN" --profile "$profile" --out "$results/plan-$profile" 2>>"$out/bench.log" | tee -a "$out/summary.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
 
 tar -C "$results" -czf "$out/results.tar.gz" .
 exit $status

@@ -2,10 +2,11 @@
 # cuvmm's test command (the README's second quick-start command; .ci/run calls it too).
 #
 # Installs what is missing (Debian 12), then:
-#   1. builds with tests and runs the `unit`, `gpu` and `ipc` suites (gpu cases SKIP visibly without
-#      a GPU; ipc runs two-process sharing on the host backend and two MPI ranks under mpirun);
-#   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit` and `ipc`
-#      suites (without MPI: Open MPI's own allocations would read as leaks);
+#   1. builds with tests and runs the `unit`, `gpu`, `ipc` and `tools` suites (gpu cases SKIP visibly
+#      without a GPU; ipc runs two-process sharing on the host backend and two MPI ranks under mpirun;
+#      tools tests cuvmm-plan, also as a child process on its host-backend profile);
+#   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit`, `ipc` and
+#      `tools` suites (without MPI: Open MPI's own allocations would read as leaks);
 #   3. installs the library into a scratch prefix and builds a small consumer project against it
 #      through pkg-config, and again with cuvmm as a Meson subproject;
 #   4. fuzzes the Arena for 60 s with libFuzzer (scripts/fuzz.sh; clang 14, host backend);
@@ -48,16 +49,16 @@ run_suites() {  # run_suites BUILD_DIR SUITE...: fresh reports, then meson test
   meson test -C "$dir" "${suites[@]}" --print-errorlogs
 }
 
-# 1. The plain build: unit, gpu and ipc suites.
+# 1. The plain build: unit, gpu, ipc and tools suites.
 step "configure build" configure build -Dtests=enabled -Dmpi=enabled
 step "compile build" meson compile -C build
-step "test build (unit, gpu, ipc)" run_suites build unit gpu ipc
+step "test build (unit, gpu, ipc, tools)" run_suites build unit gpu ipc tools
 
 # Nothing may link libcuda: the driver layer resolves it at run time (the CUDA stubs on this
 # machine's LIBRARY_PATH would let a stray -lcuda link silently).
 no_libcuda() {
   local linked
-  linked=$(ldd build/src/libcuvmm.so build/tools/cuvmm-info build/test/gpu/gpu_* build/test/ipc/ipc_gpu_* 2>/dev/null | grep -c 'libcuda\.so') || true
+  linked=$(ldd build/src/libcuvmm.so build/tools/cuvmm-info build/tools/cuvmm-plan/cuvmm-plan build/test/gpu/gpu_* build/test/ipc/ipc_gpu_* 2>/dev/null | grep -c 'libcuda\.so') || true
   echo "binaries that need libcuda.so: $linked"
   [ "$linked" -eq 0 ]
 }
@@ -68,7 +69,7 @@ step "configure build-asan" configure build-asan -Dtests=enabled -Dgpu_tests=dis
   -Db_sanitize=address,undefined -Db_lundef=false
 step "compile build-asan" meson compile -C build-asan
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-step "test build-asan (unit, ipc, ASan+UBSan)" run_suites build-asan unit ipc
+step "test build-asan (unit, ipc, tools, ASan+UBSan)" run_suites build-asan unit ipc tools
 
 # 3. Consumers: the installed package through pkg-config, and cuvmm as a subproject.
 consumer_pkgconfig() {
@@ -95,7 +96,7 @@ step "fuzz the Arena for 60 s (libFuzzer, host backend)" bash scripts/fuzz.sh 60
 
 # 5. What ran: Catch2 test cases per program, skips with their reasons.
 echo
-echo "==> Catch2 test cases (build: unit + gpu + ipc; build-asan: unit + ipc under ASan+UBSan)"
+echo "==> Catch2 test cases (build: unit + gpu + ipc + tools; build-asan: unit + ipc + tools under ASan+UBSan)"
 step "test summary" python3 scripts/test-summary.py build/test-results build-asan/test-results
 
 if [ ${#failed[@]} -ne 0 ]; then

@@ -1,0 +1,200 @@
+// cuvmm-plan run as a child process on the host-backend profile (--backend host, so the result is
+// the same with or without a GPU): it says it is the host profile, prints a recommendation, and
+// writes valid JSON and CSV with the expected fields and row counts. Bad command lines and bad
+// traces exit 2 with a clear message.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+#include "child_process.hpp"
+
+using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
+using cuvmm::test::run_program;
+
+namespace {
+
+/// The build tree's tool, unless CUVMM_PLAN names another copy (a build carried to a GPU machine).
+const char* plan_tool() {
+  const char* const from_environment = std::getenv("CUVMM_PLAN");
+  return from_environment != nullptr ? from_environment : CUVMM_PLAN_PATH;
+}
+
+/// A fresh directory under the system's temporary directory, removed at the end of the test.
+struct TempDir {
+  TempDir() {
+    path = std::filesystem::temp_directory_path() / ("cuvmm-plan-test-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::filesystem::path path;
+};
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::size_t line_count(const std::string& text) {
+  std::size_t n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+/// Checks plan.json with Python's json module; prints "valid" when every assertion holds.
+constexpr const char* json_check = R"PY(
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["tool"] == "cuvmm-plan", d["tool"]
+assert d["backend"] == "host" and d["profile"] == "quick", (d["backend"], d["profile"])
+assert d["device"]["granularity"] == 2 << 20 and d["device"]["total_bytes"] == 1 << 30, d["device"]
+assert [r["chunk_bytes"] for r in d["driver_calls"]] == [2 << 20, 8 << 20, 32 << 20, 128 << 20], d["driver_calls"]
+for r in d["driver_calls"]:
+    for call in ("create", "map", "set_access", "unmap", "release"):
+        assert r[call]["samples"] == 5 and r[call]["median_us"] > 0, (call, r)
+g = d["growth"]
+assert len(g) == 6, len(g)
+assert sorted({r["strategy"] for r in g}) == ["growable", "growable_fixed_chunks"], g
+for r in g:
+    assert r["status"] == "ok" and r["reached_bytes"] == r["target_bytes"], r
+    assert r["peak_bytes"] >= r["target_bytes"] and r["bytes_copied"] == 0 and r["total_seconds"] > 0, r
+    if r["strategy"] == "growable_fixed_chunks":
+        assert r["chunks"] == r["target_bytes"] // (2 << 20), r
+assert d["reach"]["reached_bytes"] == 1 << 30 and d["reach"]["stopped_by"] == "address_range_full", d["reach"]
+t = d["trace"]
+assert t["ops"] == int(sys.argv[2]), (t["ops"], sys.argv[2])
+assert [r["allocator"] for r in t["replays"]] == ["cuvmm_arena"], t
+assert t["replays"][0]["peak_held_bytes"] >= t["replays"][0]["peak_requested_bytes"] > 0, t
+rec = d["recommendation"]
+assert rec["chunk_bytes"] in [2 << 20, 8 << 20, 32 << 20, 128 << 20] and rec["largest_buffer_bytes"] == 1 << 30, rec
+assert rec["growth_ms_per_gib"] > 0 and rec["copy_grow_ms_per_gib"] is None, rec
+print("valid")
+)PY";
+
+}  // namespace
+
+TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with the expected fields",
+          "[plan][program]") {
+  TempDir dir;
+  auto const run = run_program({plan_tool(), "--backend", "host", "--profile", "quick", "--out",
+                                dir.path.string(), "--no-plots"});
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  CHECK_THAT(run.output, ContainsSubstring(", so this is the HOST-BACKEND profile"));
+  CHECK_THAT(run.output, ContainsSubstring("cuvmm-plan: [1/"));  // plain progress lines: stderr is no terminal
+  CHECK_THAT(run.output, ContainsSubstring("Recommendation for host backend"));
+  CHECK_THAT(run.output, ContainsSubstring("largest buffer:    1 GiB (reach run"));
+  CHECK_THAT(run.output, ContainsSubstring("trace on cuvmm_arena"));
+
+  std::string const trace = read_file(dir.path / "trace.csv");
+  REQUIRE_THAT(trace, StartsWith("op,id,bytes\n"));
+  std::size_t const trace_ops = line_count(trace) - 1;
+  CHECK(trace_ops >= 1000);  // 1000 allocations and the frees the live limit forced
+
+  auto const check = run_program({"/usr/bin/env", "python3", "-c", json_check, (dir.path / "plan.json").string(),
+                                  std::to_string(trace_ops)});
+  INFO(check.output);
+  CHECK(check.exit_status == 0);
+  CHECK_THAT(check.output, StartsWith("valid"));
+
+  std::string const driver = read_file(dir.path / "driver_calls.csv");
+  CHECK_THAT(driver, StartsWith("chunk_bytes,call,median_us,p99_us,samples\n2097152,create,"));
+  CHECK(line_count(driver) == 1 + 4 * 5);
+  std::string const growth = read_file(dir.path / "growth.csv");
+  CHECK_THAT(growth, StartsWith("strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,"
+                                "p99_append_us,peak_bytes,bytes_copied,chunks,growth_seconds,peak_in_use_bytes\ngrowable,67108864,4096,ok,"
+                                "67108864,16384,"));
+  CHECK(line_count(growth) == 1 + 6);
+  std::string const memory = read_file(dir.path / "trace_memory.csv");
+  CHECK_THAT(memory, StartsWith("allocator,op_index,requested_bytes,held_bytes\ncuvmm_arena,0,"));
+  CHECK(line_count(memory) > 100);
+}
+
+TEST_CASE("cuvmm-plan replays an RMM log given with --trace", "[plan][program]") {
+  TempDir dir;
+  std::ofstream(dir.path / "rmm.csv") << "Thread,Time,Action,Pointer,Size,Stream\n"
+                                         "1,0.1,allocate,0x1000,3000000,0x0\n"
+                                         "1,0.2,allocate,0x2000,5000000,0x0\n"
+                                         "1,0.3,deallocate,0x1000,3000000,0x0\n";
+  auto const out = dir.path / "out";
+  auto const run = run_program({plan_tool(), "--backend", "host", "--out", out.string(), "--no-plots", "--trace",
+                                (dir.path / "rmm.csv").string()});
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  std::string const json = read_file(out / "plan.json");
+  CHECK_THAT(json, ContainsSubstring("rmm.csv (rmm_log format)\", \"ops\": 3,"));
+  CHECK_THAT(json, ContainsSubstring("\"peak_requested_bytes\": 8000000"));
+  CHECK_FALSE(std::filesystem::exists(out / "trace.csv"));  // only a generated trace is written out
+}
+
+TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit status 2", "[plan][program]") {
+  TempDir dir;
+  std::ofstream(dir.path / "bad.csv") << "op,id,bytes\na,0,10\nq,1,10\n";
+  auto const bad_trace = run_program({plan_tool(), "--backend", "host", "--trace", (dir.path / "bad.csv").string()});
+  CHECK(bad_trace.exit_status == 2);
+  CHECK_THAT(bad_trace.output, ContainsSubstring("bad.csv:3: column 'op' must be 'a' or 'f', not 'q'"));
+  CHECK_THAT(bad_trace.output, !ContainsSubstring("[1/"));  // refused before anything was measured
+
+  auto const bad_profile = run_program({plan_tool(), "--profile", "huge"});
+  CHECK(bad_profile.exit_status == 2);
+  CHECK_THAT(bad_profile.output, ContainsSubstring("cuvmm-plan: unknown profile 'huge'"));
+  CHECK_THAT(bad_profile.output, ContainsSubstring("usage: cuvmm-plan"));
+
+  auto const missing_value = run_program({plan_tool(), "--out"});
+  CHECK(missing_value.exit_status == 2);
+  CHECK_THAT(missing_value.output, ContainsSubstring("--out needs a value"));
+
+  auto const help = run_program({plan_tool(), "--help"});
+  CHECK(help.exit_status == 0);
+  CHECK_THAT(help.output, StartsWith("usage: cuvmm-plan"));
+}
+
+TEST_CASE("cuvmm-plan makes its three PNG plots with matplotlib", "[plan][program][plots]") {
+  bool matplotlib = false;
+  for (const char* python : {"python3", "/usr/bin/python3"}) {
+    matplotlib = matplotlib || run_program({"/usr/bin/env", python, "-c", "import matplotlib"}).exit_status == 0;
+  }
+  if (!matplotlib) SKIP("no python3 with matplotlib here (Debian: python3-matplotlib)");
+  TempDir dir;
+  auto const run = run_program({plan_tool(), "--backend", "host", "--out", dir.path.string()});
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  CHECK_THAT(run.output, ContainsSubstring("plots written by "));
+  for (const char* png : {"growth_time.png", "driver_latency.png", "trace_memory.png"}) {
+    INFO(png);
+    std::string const image = read_file(dir.path / png);
+    CHECK(image.size() > 10000);
+    CHECK_THAT(image, StartsWith("\x89PNG\r\n\x1a\n"));
+  }
+}
+
+TEST_CASE("cuvmm-plan says so when no python3 with matplotlib can make its plots", "[plan][program][plots]") {
+  TempDir dir;
+  // A stand-in plot script that answers the matplotlib check as a Python without it would.
+  std::ofstream(dir.path / "plot.py") << "import sys\nsys.exit(3 if sys.argv[1] == '--check' else 0)\n";
+  // Set here, not as an extra variable: scripts/h200-run.sh exports its own, which would come first.
+  const char* const inherited = std::getenv("CUVMM_PLAN_PLOT_SCRIPT");
+  std::string const saved = inherited != nullptr ? inherited : "";
+  ::setenv("CUVMM_PLAN_PLOT_SCRIPT", (dir.path / "plot.py").c_str(), 1);
+  auto const run = run_program({plan_tool(), "--backend", "host", "--out", (dir.path / "out").string()});
+  if (inherited != nullptr) {
+    ::setenv("CUVMM_PLAN_PLOT_SCRIPT", saved.c_str(), 1);
+  } else {
+    ::unsetenv("CUVMM_PLAN_PLOT_SCRIPT");
+  }
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  CHECK_THAT(run.output,
+             ContainsSubstring("plots not made: python3 has no matplotlib (Debian: apt-get install python3-matplotlib)"));
+  CHECK(std::filesystem::exists(dir.path / "out" / "plan.json"));
+  CHECK_FALSE(std::filesystem::exists(dir.path / "out" / "growth_time.png"));
+}

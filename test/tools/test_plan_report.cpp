@@ -1,0 +1,164 @@
+// cuvmm-plan's recommendation on given measurements (exact choices), its percentiles, and the
+// JSON/CSV writers' fields.
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <sstream>
+#include <string>
+
+#include "report.hpp"
+
+using Catch::Approx;
+using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
+using namespace cuvmm::plan;
+using cuvmm::GiB;
+using cuvmm::MiB;
+
+namespace {
+
+/// A row whose five calls together take `total_us` (medians), spread unevenly over the calls.
+DriverCallRow driver_row(std::size_t chunk_bytes, double total_us) {
+  DriverCallRow row;
+  row.chunk_bytes = chunk_bytes;
+  row.create.median_us = 0.4 * total_us;
+  row.map.median_us = 0.1 * total_us;
+  row.set_access.median_us = 0.2 * total_us;
+  row.unmap.median_us = 0.1 * total_us;
+  row.release.median_us = 0.2 * total_us;
+  return row;
+}
+
+GrowthRow growth_row(const char* strategy, std::size_t reached, std::size_t append, double seconds,
+                     const char* status = "ok") {
+  GrowthRow row;
+  row.strategy = strategy;
+  row.target_bytes = reached;
+  row.reached_bytes = reached;
+  row.append_bytes = append;
+  row.total_seconds = seconds;
+  row.status = status;
+  return row;
+}
+
+}  // namespace
+
+TEST_CASE("percentiles are nearest-rank, in microseconds", "[plan][report]") {
+  std::vector<double> samples;
+  for (int i = 100; i >= 1; --i) samples.push_back(i * 1e-6);  // 1..100 µs, unsorted
+  CHECK(percentile_us(samples, 50) == Approx(50));
+  CHECK(percentile_us(samples, 99) == Approx(99));
+  CHECK(percentile_us(samples, 100) == Approx(100));
+  CHECK(percentile_us({3e-6}, 99) == Approx(3));
+  CHECK(percentile_us({}, 99) == 0);
+  LatencyStats const s = latency_stats({2e-6, 1e-6, 4e-6, 3e-6});
+  CHECK(s.median_us == Approx(2));
+  CHECK(s.p99_us == Approx(4));
+  CHECK(s.samples == 4);
+}
+
+TEST_CASE("driver cost per GiB adds the five medians and scales by the chunk size", "[plan][report]") {
+  CHECK(driver_row(2 * MiB, 74).ms_per_gib() == Approx(74.0 / 1e3 * 512));
+  CHECK(driver_row(1 * GiB, 500).ms_per_gib() == Approx(0.5));
+  CHECK(driver_row(0, 500).ms_per_gib() == 0);
+}
+
+TEST_CASE("the chunk size is the smallest within the tolerance of the cheapest per GiB", "[plan][report]") {
+  Measurements m;
+  // ms per GiB: 2 MiB 37.9, 64 MiB 1.6, 512 MiB 0.56, 1 GiB 0.5, 2 GiB 0.47 (cheapest), 4 GiB 0.48.
+  m.driver_calls = {driver_row(2 * MiB, 74), driver_row(64 * MiB, 100), driver_row(512 * MiB, 280),
+                    driver_row(1 * GiB, 500), driver_row(2 * GiB, 940), driver_row(4 * GiB, 1920)};
+  Recommendation r = recommend(m);
+  CHECK(r.chunk_bytes == 512 * MiB);  // 0.56 <= 1.25 * 0.47; 64 MiB (1.6) is not
+  CHECK(r.chunk_ms_per_gib == Approx(0.56));
+  // Make 512 MiB a little dearer: 1 GiB is then the smallest within the tolerance.
+  m.driver_calls[2] = driver_row(512 * MiB, 300);
+  r = recommend(m);
+  CHECK(r.chunk_bytes == 1 * GiB);
+  m.driver_calls.clear();
+  CHECK(recommend(m).chunk_bytes == 0);
+}
+
+TEST_CASE("the largest buffer is the reach run's, else the growable growth runs' largest", "[plan][report]") {
+  Measurements m;
+  m.growth = {growth_row(growable_policy_name, 4 * GiB, 64 * MiB, 1.0),
+              growth_row(growable_fixed_name, 6 * GiB, 64 * MiB, 2.0, "out_of_memory"),
+              growth_row(copy_grow_2x_name, 64 * GiB, 64 * MiB, 9.0)};
+  Recommendation r = recommend(m);
+  CHECK(r.largest_buffer_bytes == 6 * GiB);  // a growable strategy stopped by the device: as far as it went
+  CHECK(r.largest_buffer_source == "growth runs");
+  m.reach = Reach{140 * GiB, 139 * GiB, "out_of_memory", 0.2};
+  r = recommend(m);
+  CHECK(r.largest_buffer_bytes == 139 * GiB);
+  CHECK(r.largest_buffer_source == "reach run");
+}
+
+TEST_CASE("growth cost per GiB comes from the largest completed growable run, with copy-and-grow beside it",
+          "[plan][report]") {
+  Measurements m;
+  m.growth = {growth_row(growable_policy_name, 1 * GiB, 1 * MiB, 0.5),
+              growth_row(growable_policy_name, 8 * GiB, 1 * MiB, 2.0),
+              growth_row(growable_policy_name, 8 * GiB, 64 * MiB, 1.6),
+              growth_row(growable_policy_name, 120 * GiB, 64 * MiB, 1.0, "out_of_memory"),
+              growth_row(copy_grow_2x_name, 8 * GiB, 64 * MiB, 4.0)};
+  Recommendation const r = recommend(m);
+  REQUIRE(r.growth_ms_per_gib.has_value());
+  CHECK(*r.growth_ms_per_gib == Approx(200));  // 8 GiB in 64 MiB appends, 1.6 s
+  REQUIRE(r.copy_grow_ms_per_gib.has_value());
+  CHECK(*r.copy_grow_ms_per_gib == Approx(500));
+  std::string const text = format_recommendation(r, m);
+  CHECK_THAT(text, ContainsSubstring("growth cost:       200 ms per GiB"));
+  CHECK_THAT(text, ContainsSubstring("cudaMalloc copy-and-grow 2x: 500 ms per GiB"));
+  CHECK_THAT(text, ContainsSubstring("chunk size:        not measured"));
+  m.growth[2].total_seconds = 12.0;  // 1.5 s per GiB: written in seconds
+  CHECK_THAT(format_recommendation(recommend(m), m), ContainsSubstring("growth cost:       1.5 s per GiB"));
+  Measurements empty;
+  Recommendation const none = recommend(empty);
+  CHECK_FALSE(none.growth_ms_per_gib.has_value());
+  CHECK_THAT(format_recommendation(none, empty), ContainsSubstring("growth cost:       not measured"));
+}
+
+TEST_CASE("the CSV writers put one row per measurement under a fixed header", "[plan][report]") {
+  Measurements m;
+  m.driver_calls = {driver_row(2 * MiB, 100)};
+  m.growth = {growth_row(growable_policy_name, 1 * GiB, 1 * MiB, 0.25)};
+  ReplayResult replay;
+  replay.allocator = "cuvmm_arena";
+  replay.timeline = {{0, 10, 2 * MiB}, {5, 0, 2 * MiB}};
+  m.replays = {replay};
+  std::ostringstream driver, growth, trace;
+  write_driver_calls_csv(driver, m);
+  write_growth_csv(growth, m);
+  write_trace_memory_csv(trace, m);
+  CHECK(driver.str() ==
+        "chunk_bytes,call,median_us,p99_us,samples\n"
+        "2097152,create,40,0,0\n2097152,map,10,0,0\n2097152,set_access,20,0,0\n2097152,unmap,10,0,0\n"
+        "2097152,release,20,0,0\n");
+  CHECK(growth.str() ==
+        "strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,p99_append_us,peak_bytes,"
+        "bytes_copied,chunks,growth_seconds,peak_in_use_bytes\n"
+        "growable,1073741824,1048576,ok,1073741824,0,0.25,0,0,0,0,0,0\n");
+  CHECK(trace.str() == "allocator,op_index,requested_bytes,held_bytes\ncuvmm_arena,0,10,2097152\ncuvmm_arena,5,0,2097152\n");
+}
+
+TEST_CASE("the JSON escapes strings and writes null for what was not measured", "[plan][report]") {
+  Measurements m;
+  m.profile = "quick";
+  m.backend = "host";
+  m.device_name = "a \"quoted\"\tname\x01";
+  std::ostringstream out;
+  write_json(out, m, recommend(m));
+  std::string const json = out.str();
+  CHECK_THAT(json, StartsWith("{\n  \"tool\": \"cuvmm-plan\""));
+  CHECK_THAT(json, ContainsSubstring("\"name\": \"a \\\"quoted\\\"\\tname\\u0001\""));
+  CHECK_THAT(json, ContainsSubstring("\"reach\": null"));
+  CHECK_THAT(json, ContainsSubstring("\"growth_ms_per_gib\": null"));
+}
+
+TEST_CASE("sizes are printed in the largest exact unit, else with one decimal", "[plan][report]") {
+  CHECK(human_bytes(2 * MiB) == "2 MiB");
+  CHECK(human_bytes(3 * GiB / 2) == "1.5 GiB");
+  CHECK(human_bytes(512) == "512 bytes");
+  CHECK(human_bytes(4096) == "4 KiB");
+}

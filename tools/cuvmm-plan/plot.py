@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Plots of a cuvmm-plan run: reads DIR/plan.json and DIR/*.csv, writes PNGs into DIR.
+
+  growth_time.png     total growth time against size reached, a panel per append size, a line per strategy
+  driver_latency.png  median latency of each driver call against chunk size (log-log)
+  trace_memory.png    memory held by each allocator over the replayed trace, and what it asked for
+
+Usage: plot.py DIR, or plot.py --check (exit 0 when matplotlib can be imported).
+Exit status 3 when matplotlib is missing (cuvmm-plan says so), 2 on bad input.
+"""
+import csv
+import json
+import os
+import sys
+
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def human(nbytes):
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024.0)):
+        if nbytes >= size:
+            value = nbytes / size
+            return f"{value:g} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def save(plt, fig, ax, legend, path):
+    """Grid and (when there is anything to name) legend on `ax`, then writes `path` and closes."""
+    ax.grid(True, which="both", alpha=0.3)
+    if legend:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_growth(plt, plan, rows, out):
+    """One panel per append size; in each, total time against size reached, one line per strategy."""
+    appends = sorted({int(r["append_bytes"]) for r in rows}) or [0]
+    fig, axes = plt.subplots(1, len(appends), figsize=(4.5 * len(appends), 4.5), squeeze=False)
+    strategies = sorted({r["strategy"] for r in rows})
+    colors = {s: f"C{i}" for i, s in enumerate(strategies)}
+    stopped = False
+    for ax, append in zip(axes[0], appends):
+        for strategy in strategies:
+            mine = [r for r in rows if r["strategy"] == strategy and int(r["append_bytes"]) == append]
+            done = sorted((int(r["reached_bytes"]) / GIB, float(r["total_seconds"])) for r in mine if r["status"] == "ok")
+            if done:
+                xs, ys = zip(*done)
+                ax.plot(xs, ys, marker="o", color=colors[strategy], label=strategy)
+            for r in mine:
+                if r["status"] != "ok" and int(r["reached_bytes"]) > 0:
+                    stopped = True
+                    ax.scatter([int(r["reached_bytes"]) / GIB], [float(r["total_seconds"])], marker="x", s=60,
+                               color=colors[strategy])
+        ax.set_title(f"{human(append)} appends", fontsize=10)
+        ax.set_xlabel("size reached (GiB)")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("total time: appends and fills (s)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0][1:]:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8)
+    title = f"Growth on {plan['device']['name']} ({plan['profile']} profile)"
+    if stopped:
+        title += "; x: stopped early (out of memory or address range)"
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.savefig(os.path.join(out, "growth_time.png"), dpi=120)
+    plt.close(fig)
+
+
+def plot_driver(plt, plan, rows, out):
+    fig, ax = plt.subplots(figsize=(8, 5))
+    calls = {}
+    for r in rows:
+        calls.setdefault(r["call"], []).append((int(r["chunk_bytes"]) / MIB, float(r["median_us"])))
+    for call, points in calls.items():
+        points.sort()
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker="o", label=call)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("chunk size (MiB)")
+    ax.set_ylabel("median latency per call (µs)")
+    ax.set_title(f"Driver calls on {plan['device']['name']}", fontsize=10)
+    save(plt, fig, ax, bool(calls), os.path.join(out, "driver_latency.png"))
+
+
+def plot_trace(plt, plan, rows, out):
+    fig, ax = plt.subplots(figsize=(8, 5))
+    by_allocator = {}
+    for r in rows:
+        by_allocator.setdefault(r["allocator"], []).append(
+            (int(r["op_index"]), int(r["requested_bytes"]) / GIB, int(r["held_bytes"]) / GIB))
+    requested_drawn = False
+    for allocator, points in by_allocator.items():
+        points.sort()
+        ops = [p[0] for p in points]
+        if not requested_drawn:
+            ax.plot(ops, [p[1] for p in points], color="black", linestyle="--", label="requested (live)")
+            requested_drawn = True
+        ax.plot(ops, [p[2] for p in points], label=f"held by {allocator}")
+    ax.set_xlabel("trace operation")
+    ax.set_ylabel("memory (GiB)")
+    ax.set_title(f"Memory over the trace: {plan['trace']['source']}", fontsize=8)
+    save(plt, fig, ax, bool(by_allocator), os.path.join(out, "trace_memory.png"))
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = argv[1]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        if out != "--check":
+            print("plot.py: matplotlib is not installed (Debian: python3-matplotlib)", file=sys.stderr)
+        return 3
+    if out == "--check":
+        return 0
+    try:
+        with open(os.path.join(out, "plan.json")) as f:
+            plan = json.load(f)
+        growth = read_csv(os.path.join(out, "growth.csv"))
+        driver = read_csv(os.path.join(out, "driver_calls.csv"))
+        trace = read_csv(os.path.join(out, "trace_memory.csv"))
+    except (OSError, ValueError, KeyError) as error:
+        print(f"plot.py: cannot read the results in {out}: {error}", file=sys.stderr)
+        return 2
+    plot_growth(plt, plan, growth, out)
+    plot_driver(plt, plan, driver, out)
+    plot_trace(plt, plan, trace, out)
+    print(f"plot.py: wrote growth_time.png, driver_latency.png, trace_memory.png in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,226 @@
+// report.cpp: recommendation and output files of cuvmm-plan (see report.hpp). The JSON is written
+// by hand (no JSON library in the project); every string goes through json_string().
+#include "report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include <cuvmm/version.hpp>
+
+namespace cuvmm::plan {
+namespace {
+
+using tools::json_string;
+
+std::string number(double value) {
+  if (!(value == value) || value == std::numeric_limits<double>::infinity()) return "null";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+/// "200 ms" below a second, "1.29 s" from a second on.
+std::string milliseconds(double ms) {
+  char text[32];
+  if (ms < 1000) {
+    std::snprintf(text, sizeof text, "%.3g ms", ms);
+  } else {
+    std::snprintf(text, sizeof text, "%.3g s", ms / 1000);
+  }
+  return text;
+}
+
+double gib(std::size_t bytes) { return static_cast<double>(bytes) / static_cast<double>(GiB); }
+
+/// The completed growth run of `strategy` with the most bytes; nullptr if none.
+const GrowthRow* largest_completed(const Measurements& m, std::string_view strategy) {
+  const GrowthRow* best = nullptr;
+  for (auto const& row : m.growth) {
+    if (row.strategy != strategy || row.status != "ok" || row.reached_bytes == 0) continue;
+    // Prefer the largest size; among equal sizes, the largest appends (the fewest per-append costs).
+    if (best == nullptr || row.reached_bytes > best->reached_bytes ||
+        (row.reached_bytes == best->reached_bytes && row.append_bytes > best->append_bytes)) {
+      best = &row;
+    }
+  }
+  return best;
+}
+
+void write_latency(std::ostream& out, const char* name, const LatencyStats& s) {
+  out << json_string(name) << ": {\"median_us\": " << number(s.median_us) << ", \"p99_us\": " << number(s.p99_us)
+      << ", \"samples\": " << s.samples << "}";
+}
+
+}  // namespace
+
+Recommendation recommend(const Measurements& m) {
+  Recommendation r;
+  double cheapest = std::numeric_limits<double>::infinity();
+  for (auto const& row : m.driver_calls) cheapest = std::min(cheapest, row.ms_per_gib());
+  for (auto const& row : m.driver_calls) {  // the smallest size within the tolerance
+    if (row.ms_per_gib() <= chunk_cost_tolerance * cheapest && (r.chunk_bytes == 0 || row.chunk_bytes < r.chunk_bytes)) {
+      r.chunk_bytes = row.chunk_bytes;
+      r.chunk_ms_per_gib = row.ms_per_gib();
+    }
+  }
+  if (m.reach && m.reach->reached_bytes != 0) {
+    r.largest_buffer_bytes = m.reach->reached_bytes;
+    r.largest_buffer_source = "reach run";
+  } else {
+    for (auto const& row : m.growth) {
+      if (row.strategy == growable_policy_name || row.strategy == growable_fixed_name) {
+        if (row.reached_bytes > r.largest_buffer_bytes) {
+          r.largest_buffer_bytes = row.reached_bytes;
+          r.largest_buffer_source = "growth runs";
+        }
+      }
+    }
+  }
+  if (const GrowthRow* row = largest_completed(m, growable_policy_name)) {
+    r.growth_ms_per_gib = 1e3 * row->total_seconds / gib(row->reached_bytes);
+  }
+  if (const GrowthRow* row = largest_completed(m, copy_grow_2x_name)) {
+    r.copy_grow_ms_per_gib = 1e3 * row->total_seconds / gib(row->reached_bytes);
+  }
+  return r;
+}
+
+std::string format_recommendation(const Recommendation& r, const Measurements& m) {
+  std::ostringstream out;
+  char line[256];
+  out << "Recommendation for " << m.device_name << " (" << m.backend << " backend, " << m.profile << " profile):\n";
+  if (r.chunk_bytes != 0) {
+    std::snprintf(line, sizeof line,
+                  "  chunk size:        %s (driver calls %s per GiB; the smallest size within %.3gx of the "
+                  "cheapest measured)\n",
+                  human_bytes(r.chunk_bytes).c_str(), milliseconds(r.chunk_ms_per_gib).c_str(), chunk_cost_tolerance);
+    out << line;
+  } else {
+    out << "  chunk size:        not measured\n";
+  }
+  if (r.largest_buffer_bytes != 0) {
+    std::snprintf(line, sizeof line, "  largest buffer:    %s (%s; %s free at the start)\n",
+                  human_bytes(r.largest_buffer_bytes).c_str(), r.largest_buffer_source.c_str(),
+                  human_bytes(m.free_bytes).c_str());
+    out << line;
+  } else {
+    out << "  largest buffer:    not measured\n";
+  }
+  if (r.growth_ms_per_gib) {
+    std::snprintf(line, sizeof line, "  growth cost:       %s per GiB (GrowableBuffer, appends and fills)",
+                  milliseconds(*r.growth_ms_per_gib).c_str());
+    out << line;
+    if (r.copy_grow_ms_per_gib) {
+      std::snprintf(line, sizeof line, "; cudaMalloc copy-and-grow 2x: %s per GiB",
+                    milliseconds(*r.copy_grow_ms_per_gib).c_str());
+      out << line;
+    }
+    out << "\n";
+  } else {
+    out << "  growth cost:       not measured\n";
+  }
+  return out.str();
+}
+
+void write_json(std::ostream& out, const Measurements& m, const Recommendation& r) {
+  out << "{\n  \"tool\": \"cuvmm-plan\",\n  \"cuvmm_version\": " << json_string(version_string) << ",\n  \"profile\": " << json_string(m.profile)
+      << ",\n  \"backend\": " << json_string(m.backend) << ",\n  \"device\": {\"name\": " << json_string(m.device_name)
+      << ", \"total_bytes\": " << m.total_bytes << ", \"free_bytes\": " << m.free_bytes
+      << ", \"granularity\": " << m.granularity << "},\n";
+  out << "  \"driver_calls\": [";
+  for (std::size_t i = 0; i < m.driver_calls.size(); ++i) {
+    auto const& row = m.driver_calls[i];
+    out << (i ? ",\n" : "\n") << "    {\"chunk_bytes\": " << row.chunk_bytes << ", ";
+    write_latency(out, "create", row.create);
+    out << ", ";
+    write_latency(out, "map", row.map);
+    out << ", ";
+    write_latency(out, "set_access", row.set_access);
+    out << ", ";
+    write_latency(out, "unmap", row.unmap);
+    out << ", ";
+    write_latency(out, "release", row.release);
+    out << ", \"ms_per_gib\": " << number(row.ms_per_gib()) << "}";
+  }
+  out << "\n  ],\n  \"growth\": [";
+  for (std::size_t i = 0; i < m.growth.size(); ++i) {
+    auto const& row = m.growth[i];
+    out << (i ? ",\n" : "\n") << "    {\"strategy\": " << json_string(row.strategy)
+        << ", \"target_bytes\": " << row.target_bytes << ", \"append_bytes\": " << row.append_bytes
+        << ", \"status\": " << json_string(row.status) << ", \"reached_bytes\": " << row.reached_bytes
+        << ", \"appends\": " << row.appends << ", \"total_seconds\": " << number(row.total_seconds)
+        << ", \"p99_append_us\": " << number(row.p99_append_us) << ", \"peak_bytes\": " << row.peak_bytes
+        << ", \"bytes_copied\": " << row.bytes_copied << ", \"chunks\": " << row.chunks
+        << ", \"growth_seconds\": " << number(row.growth_seconds)
+        << ", \"peak_in_use_bytes\": " << row.peak_in_use_bytes << "}";
+  }
+  out << "\n  ],\n  \"reach\": ";
+  if (m.reach) {
+    out << "{\"free_at_start\": " << m.reach->free_at_start << ", \"reached_bytes\": " << m.reach->reached_bytes
+        << ", \"stopped_by\": " << json_string(m.reach->stopped_by) << ", \"seconds\": " << number(m.reach->seconds)
+        << "}";
+  } else {
+    out << "null";
+  }
+  out << ",\n  \"trace\": {\"source\": " << json_string(m.trace_source) << ", \"ops\": " << m.trace_ops
+      << ", \"replays\": [";
+  for (std::size_t i = 0; i < m.replays.size(); ++i) {
+    auto const& replay = m.replays[i];
+    out << (i ? ",\n" : "\n") << "    {\"allocator\": " << json_string(replay.allocator) << ", \"ops\": " << replay.ops
+        << ", \"failed_allocations\": " << replay.failed_allocations << ", \"seconds\": " << number(replay.seconds)
+        << ", \"peak_requested_bytes\": " << replay.peak_requested_bytes
+        << ", \"peak_held_bytes\": " << replay.peak_held_bytes
+        << ", \"mean_utilization\": " << number(replay.mean_utilization)
+        << ", \"timeline_points\": " << replay.timeline.size() << "}";
+  }
+  out << "\n  ]},\n  \"recommendation\": {\"chunk_bytes\": " << r.chunk_bytes
+      << ", \"chunk_ms_per_gib\": " << number(r.chunk_ms_per_gib)
+      << ", \"chunk_cost_tolerance\": " << number(chunk_cost_tolerance)
+      << ", \"largest_buffer_bytes\": " << r.largest_buffer_bytes
+      << ", \"largest_buffer_source\": " << json_string(r.largest_buffer_source)
+      << ", \"growth_ms_per_gib\": " << (r.growth_ms_per_gib ? number(*r.growth_ms_per_gib) : "null")
+      << ", \"copy_grow_ms_per_gib\": " << (r.copy_grow_ms_per_gib ? number(*r.copy_grow_ms_per_gib) : "null")
+      << "},\n  \"notes\": [";
+  for (std::size_t i = 0; i < m.notes.size(); ++i) out << (i ? ", " : "") << json_string(m.notes[i]);
+  out << "]\n}\n";
+}
+
+void write_driver_calls_csv(std::ostream& out, const Measurements& m) {
+  out << "chunk_bytes,call,median_us,p99_us,samples\n";
+  for (auto const& row : m.driver_calls) {
+    std::pair<const char*, const LatencyStats*> const calls[] = {{"create", &row.create},
+                                                                 {"map", &row.map},
+                                                                 {"set_access", &row.set_access},
+                                                                 {"unmap", &row.unmap},
+                                                                 {"release", &row.release}};
+    for (auto const& [name, stats] : calls) {
+      out << row.chunk_bytes << ',' << name << ',' << number(stats->median_us) << ',' << number(stats->p99_us) << ','
+          << stats->samples << '\n';
+    }
+  }
+}
+
+void write_growth_csv(std::ostream& out, const Measurements& m) {
+  out << "strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,p99_append_us,peak_bytes,"
+         "bytes_copied,chunks,growth_seconds,peak_in_use_bytes\n";
+  for (auto const& row : m.growth) {
+    out << row.strategy << ',' << row.target_bytes << ',' << row.append_bytes << ',' << row.status << ','
+        << row.reached_bytes << ',' << row.appends << ',' << number(row.total_seconds) << ','
+        << number(row.p99_append_us) << ',' << row.peak_bytes << ',' << row.bytes_copied << ',' << row.chunks << ','
+        << number(row.growth_seconds) << ',' << row.peak_in_use_bytes << '\n';
+  }
+}
+
+void write_trace_memory_csv(std::ostream& out, const Measurements& m) {
+  out << "allocator,op_index,requested_bytes,held_bytes\n";
+  for (auto const& replay : m.replays) {
+    for (auto const& point : replay.timeline) {
+      out << replay.allocator << ',' << point.op_index << ',' << point.requested_bytes << ',' << point.held_bytes
+          << '\n';
+    }
+  }
+}
+
+}  // namespace cuvmm::plan

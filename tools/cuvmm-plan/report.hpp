@@ -1,0 +1,71 @@
+// report.hpp: what one cuvmm-plan run measured, the recommendation drawn from it, and the files
+// it is written to (JSON for everything, CSV per table, for plot.py and spreadsheets).
+//
+// The recommendation is a pure function of the measurements, so it is tested on given numbers:
+//  - chunk size: the smallest measured chunk size whose driver calls (create + map + set access +
+//    unmap + release, medians) cost at most `chunk_cost_tolerance` times the cheapest measured cost
+//    per GiB. Larger chunks only amortize calls further, and cost slack and release time.
+//  - largest buffer: what the reach run mapped (a growable buffer, real policy) when there was one;
+//    otherwise the largest size a growable strategy reached in the growth runs.
+//  - growth cost per GiB: total time over GiB reached of the growable buffer's (real policy) largest
+//    growth run that completed, with the same for copy-and-grow (2x) beside it when measured.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "measure.hpp"
+#include "text_format.hpp"
+
+namespace cuvmm::plan {
+
+/// Strategy names, as they appear in the JSON, the CSV and the plots.
+inline constexpr const char* growable_policy_name = "growable";               // the real policy
+inline constexpr const char* growable_fixed_name = "growable_fixed_chunks";   // one granule per chunk
+inline constexpr const char* copy_grow_2x_name = "cudaMalloc_copy_grow_2x";
+inline constexpr const char* copy_grow_1_5x_name = "cudaMalloc_copy_grow_1.5x";
+inline constexpr const char* preallocated_name = "preallocated";
+
+struct Measurements {
+  std::string profile;       ///< "quick" or "full"
+  std::string backend;       ///< "cuda" or "host"
+  std::string device_name;   ///< the GPU's name, or what the host backend stands for
+  std::size_t total_bytes = 0;
+  std::size_t free_bytes = 0;
+  std::size_t granularity = 0;
+  std::vector<DriverCallRow> driver_calls;
+  std::vector<GrowthRow> growth;
+  std::optional<Reach> reach;
+  std::string trace_source;  ///< a file, or "generated (...)"
+  std::size_t trace_ops = 0;
+  std::vector<ReplayResult> replays;
+  std::vector<std::string> notes;  ///< what was left out and why
+};
+
+struct Recommendation {
+  std::size_t chunk_bytes = 0;              ///< 0 when no driver calls were measured
+  double chunk_ms_per_gib = 0;
+  std::size_t largest_buffer_bytes = 0;     ///< 0 when unknown
+  std::string largest_buffer_source;        ///< "reach run" or "growth runs"
+  std::optional<double> growth_ms_per_gib;  ///< growable buffer, real policy
+  std::optional<double> copy_grow_ms_per_gib;
+};
+
+inline constexpr double chunk_cost_tolerance = 1.25;
+
+Recommendation recommend(const Measurements& measurements);
+
+/// The recommendation as a few lines of text for the terminal.
+std::string format_recommendation(const Recommendation& recommendation, const Measurements& measurements);
+
+void write_json(std::ostream& out, const Measurements& measurements, const Recommendation& recommendation);
+void write_driver_calls_csv(std::ostream& out, const Measurements& measurements);
+void write_growth_csv(std::ostream& out, const Measurements& measurements);
+void write_trace_memory_csv(std::ostream& out, const Measurements& measurements);
+
+using tools::human_bytes;  // "2 MiB", "1.5 GiB", "512 bytes"
+
+}  // namespace cuvmm::plan

@@ -1,0 +1,42 @@
+// trace_csv.hpp: reading allocation traces for cuvmm-plan's replay, in two CSV formats.
+//
+//  - cuvmm's own (bench/trace.hpp writes it):  header `op,id,bytes`, then `a,ID,BYTES` / `f,ID,BYTES`.
+//  - RMM's logging_resource_adaptor log:        header `Thread,Time,Action,Pointer,Size,Stream`, then
+//    one line per `allocate` / `deallocate` (older RMM writes `free`; allocations are matched to frees by pointer; a pointer
+//    may be reused once freed). `allocate failure` lines are counted and skipped.
+// The format is chosen by the header line. Every operation is checked as it is read: a free must
+// name a live allocation with its size, an allocation must not reuse a live id or pointer. Any
+// other line is an error naming the source, the line number and what was wrong (cuvmm::Error).
+// Blank lines and a trailing '\r' are ignored. Nothing is replayed here.
+#pragma once
+
+#include <cstddef>
+#include <istream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trace.hpp"  // bench/trace.hpp: TraceOp, make_trace, write_trace_csv
+
+namespace cuvmm::plan {
+
+enum class TraceFormat { cuvmm, rmm_log };
+
+struct Trace {
+  TraceFormat format = TraceFormat::cuvmm;
+  std::vector<bench::TraceOp> ops;         ///< in order; ids are dense from 0 in allocation order (RMM)
+  std::size_t failed_allocations_skipped = 0;  ///< RMM `allocate failure` lines
+  std::size_t live_at_end = 0;             ///< allocations never freed
+  std::size_t peak_requested_bytes = 0;    ///< most bytes live at once, as the trace asked
+};
+
+/// Reads a trace. `source` names it in error messages (a file name). Throws cuvmm::Error on
+/// an empty input, an unknown header or a malformed or inconsistent line.
+Trace read_trace_csv(std::istream& in, std::string_view source);
+
+/// Reads the trace in file `path` (cuvmm::Error if it cannot be opened).
+Trace read_trace_file(const std::string& path);
+
+std::string_view to_string(TraceFormat format) noexcept;
+
+}  // namespace cuvmm::plan

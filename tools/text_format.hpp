@@ -1,0 +1,17 @@
+// text_format.hpp: the text helpers cuvmm's tools share (cuvmm-info, cuvmm-plan): JSON string
+// literals and human-readable byte counts. Pure functions; nothing here touches a device.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace cuvmm::tools {
+
+/// `text` as a JSON string literal, quotes included, with every control character escaped.
+std::string json_string(std::string_view text);
+
+/// "2 MiB" for exact multiples of a unit, "139.8 GiB" otherwise, "512 bytes" below 1 KiB.
+std::string human_bytes(std::size_t bytes);
+
+}  // namespace cuvmm::tools
