@@ -51,7 +51,7 @@ python3 scripts/test-summary.py "$results/plain" 2>&1 | tee -a "$out/summary.txt
 # word correctly.
 memcheck_filter="~[faults]~[oom]~[compression]"
 echo "== compute-sanitizer memcheck (gpu and ipc programs; [faults], [oom], [compression] excluded)" | tee "$out/sanitizer.log"
-for exe in "$build"/test/*/gpu_* "$build"/test/*/ipc_gpu_*; do
+for exe in "$build"/test/*/gpu_* "$build"/test/*/ipc_gpu_* "$build"/test/*/tools_plan_device; do
   [ -x "$exe" ] && [ -f "$exe" ] || continue
   echo "-- $(basename "$exe")" | tee -a "$out/sanitizer.log"
   if [ "$("$exe" "$memcheck_filter" --list-tests --verbosity quiet 2>/dev/null | grep -c .)" -eq 0 ]; then
