@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 #include "child_process.hpp"
@@ -156,6 +158,28 @@ TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit
   auto const help = run_program({plan_tool(), "--help"});
   CHECK(help.exit_status == 0);
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-plan"));
+}
+
+TEST_CASE("one growth measured on its own prints its row; a bad case is refused", "[plan][program]") {
+  // cuvmm-plan runs each growth this way, in a fresh process (the driver finishes frees lazily).
+  auto const one = run_program({plan_tool(), "--backend", "host", "--growth-case", "growable:8388608:1048576"});
+  CHECK(one.exit_status == 0);
+  // 8 MiB in 1 MiB appends on 2 MiB granules: 8 appends, 4 one-granule chunks, exactly full.
+  CHECK_THAT(one.output, StartsWith("growth-row growable 8388608 1048576 ok 8388608 8 "));
+  std::istringstream fields(one.output);
+  std::vector<std::string> row{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+  REQUIRE(row.size() == 14);
+  CHECK(row[9] == "8388608");  // peak bytes held: exactly the target
+  CHECK(row[10] == "0");       // bytes copied
+  CHECK(row[11] == "4");       // chunks
+  CHECK_THAT(one.output, !ContainsSubstring("HOST-BACKEND profile"));  // the child prints its row only
+
+  auto const unknown = run_program({plan_tool(), "--backend", "host", "--growth-case", "no_such_strategy:1:1"});
+  CHECK(unknown.exit_status == 1);
+  CHECK_THAT(unknown.output, ContainsSubstring("no growth strategy 'no_such_strategy' on this backend"));
+  auto const malformed = run_program({plan_tool(), "--growth-case", "growable:lots"});
+  CHECK(malformed.exit_status == 2);
+  CHECK_THAT(malformed.output, ContainsSubstring("--growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES"));
 }
 
 TEST_CASE("cuvmm-plan makes its three PNG plots with matplotlib", "[plan][program][plots]") {

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <fstream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,9 +64,16 @@ constexpr std::string_view usage =
     "  --backend B           auto (default): the GPU when there is one, else the host backend;\n"
     "                        host: the host backend even with a GPU; cuda: fail without a GPU\n"
     "  --no-plots            do not run plot.py\n"
+    "  --growth-case S:T:A   internal: measure one growth (strategy S to T bytes in A-byte appends)\n"
+    "                        and print its row; cuvmm-plan runs each growth so, in a fresh process\n"
     "\n"
     "Exit status: 0 when the run finished, 1 when a measurement or output failed, 2 on a bad\n"
     "command line or trace.\n";
+
+struct GrowthCase {
+  std::size_t target_bytes;
+  std::size_t append_bytes;
+};
 
 struct Options {
   std::string profile = "quick";
@@ -72,11 +81,12 @@ struct Options {
   std::string trace_path;
   std::string backend = "auto";
   bool plots = true;
-};
-
-struct GrowthCase {
-  std::size_t target_bytes;
-  std::size_t append_bytes;
+  /// Internal (--growth-case STRATEGY:TARGET:APPEND): measure only this growth and print its row.
+  /// cuvmm-plan runs every growth this way, each in a fresh process of its own: the driver finishes
+  /// large frees lazily, at later allocations, so a growth measured after others in one process
+  /// would pay for their teardown.
+  std::string growth_strategy;
+  GrowthCase growth_case{};
 };
 
 /// What one profile measures on one backend.
@@ -158,6 +168,15 @@ Options parse_options(int argc, char** argv) {
       }
     } else if (arg == "--no-plots") {
       o.plots = false;
+    } else if (arg == "--growth-case") {
+      std::string const spec = value(arg);
+      char strategy[64] = {};
+      unsigned long long target = 0, append = 0;
+      if (std::sscanf(spec.c_str(), "%63[^:]:%llu:%llu", strategy, &target, &append) != 3 || append == 0) {
+        usage_error("--growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES, not '" + spec + "'");
+      }
+      o.growth_strategy = strategy;
+      o.growth_case = {static_cast<std::size_t>(target), static_cast<std::size_t>(append)};
     } else {
       usage_error("unknown argument '" + std::string(arg) + "'");
     }
@@ -175,6 +194,67 @@ class HostFills final : public MemoryOps {
 std::string case_label(const char* strategy, const GrowthCase& c) {
   return std::string("growth ") + strategy + " to " + human_bytes(c.target_bytes) + " in " +
          human_bytes(c.append_bytes) + " appends";
+}
+
+/// One line that carries a GrowthRow from a --growth-case child to its parent.
+std::string encode_growth_row(const GrowthRow& r) {
+  char line[512];
+  std::snprintf(line, sizeof line, "growth-row %s %zu %zu %s %zu %zu %.9g %.9g %zu %zu %zu %.9g %zu\n",
+                r.strategy.c_str(), r.target_bytes, r.append_bytes, r.status.c_str(), r.reached_bytes, r.appends,
+                r.total_seconds, r.p99_append_us, r.peak_bytes, r.bytes_copied, r.chunks, r.growth_seconds,
+                r.peak_in_use_bytes);
+  return line;
+}
+
+std::optional<GrowthRow> decode_growth_row(const std::string& text) {
+  auto const at = text.find("growth-row ");
+  if (at == std::string::npos) return std::nullopt;
+  char strategy[64] = {}, status[32] = {};
+  GrowthRow r;
+  int const fields = std::sscanf(text.c_str() + at, "growth-row %63s %zu %zu %31s %zu %zu %lg %lg %zu %zu %zu %lg %zu",
+                                 strategy, &r.target_bytes, &r.append_bytes, status, &r.reached_bytes, &r.appends,
+                                 &r.total_seconds, &r.p99_append_us, &r.peak_bytes, &r.bytes_copied, &r.chunks,
+                                 &r.growth_seconds, &r.peak_in_use_bytes);
+  if (fields != 13) return std::nullopt;
+  r.strategy = strategy;
+  r.status = status;
+  return r;
+}
+
+/// Runs this program again with `args` and returns what it wrote to stdout; throws
+/// std::runtime_error when it cannot be started or does not exit with 0.
+std::string run_self(std::vector<std::string> args) {
+  args.insert(args.begin(), "/proc/self/exe");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int out[2];
+  if (pipe(out) != 0) throw std::runtime_error("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  pid_t pid = 0;
+  int const spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  std::string text;
+  if (spawned == 0) {
+    char buffer[4096];
+    for (ssize_t n; (n = read(out[0], buffer, sizeof buffer)) != 0;) {
+      if (n > 0) text.append(buffer, static_cast<std::size_t>(n));
+      else if (errno != EINTR) break;
+    }
+  }
+  close(out[0]);
+  if (spawned != 0) throw std::runtime_error("cannot start " + args[1] + " " + args[2] + " in a new process");
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error("the growth measurement " + args.back() + " failed in its own process");
+  }
+  return text;
 }
 
 /// Runs `python` (searched on PATH when it has no slash) with `args`; its exit status, 127 when it
@@ -268,7 +348,7 @@ int run(const Options& options) {
     backend = &*host_backend;
     m.backend = "host";
     m.device_name = "host backend (Linux virtual memory, a simulated " + human_bytes(host_device_bytes) + " device)";
-    std::printf("cuvmm-plan: %s, so this is the HOST-BACKEND profile.\n"
+    if (options.growth_strategy.empty()) std::printf("cuvmm-plan: %s, so this is the HOST-BACKEND profile.\n"
                 "HostBackend (memfd chunks mapped with mmap) stands in for a GPU with %s of memory: its\n"
                 "numbers describe this machine's kernel, not a GPU, and no cudaMalloc baselines are measured.\n"
                 "Run cuvmm-plan on a machine with a GPU for those.\n\n",
@@ -281,6 +361,37 @@ int run(const Options& options) {
   m.total_bytes = memory.total;
   m.free_bytes = memory.free;
   m.granularity = backend->granularity({}, cuvmm::GranularityKind::minimum);
+
+  HostFills host_fills;
+  MemoryOps& fills = on_device ? device->memory_ops() : static_cast<MemoryOps&>(host_fills);
+  cuvmm::GrowableOptions fixed;
+  fixed.max_chunk_bytes = m.granularity;  // the policy's cap at one granule: every chunk is one granule
+  // One growth, timed, then (on a device) again for its peak device memory in use, untimed.
+  auto const grow = [&](const std::string& name, GrowthCase c) {
+    std::function<std::unique_ptr<GrowthStrategy>()> make;
+    if (name == growable_policy_name) make = [&] { return make_growable_strategy(*backend); };
+    if (name == growable_fixed_name) make = [&] { return make_growable_strategy(*backend, fixed); };
+    if (device && name == copy_grow_2x_name) make = [&] { return device->copy_and_grow(2.0); };
+    if (device && name == copy_grow_1_5x_name) make = [&] { return device->copy_and_grow(1.5); };
+    if (device && name == preallocated_name) make = [&] { return device->preallocated(c.target_bytes); };
+    if (!make) throw std::runtime_error("no growth strategy '" + name + "' on this backend");
+    GrowthRow row{name, c.target_bytes, c.append_bytes, "out_of_memory"};
+    try {
+      auto strategy = make();
+      row = measure_growth(name, *strategy, c.target_bytes, c.append_bytes, fills);
+    } catch (const std::bad_alloc&) {  // a preallocated buffer that does not fit
+    }
+    if (device) {
+      device->synchronize_device();
+      row.peak_in_use_bytes = measure_peak_in_use(make, c.target_bytes, c.append_bytes, fills);
+      device->synchronize_device();
+    }
+    return row;
+  };
+  if (!options.growth_strategy.empty()) {  // a child: this one growth, printed for the parent
+    std::fputs(encode_growth_row(grow(options.growth_strategy, options.growth_case)).c_str(), stdout);
+    return 0;
+  }
 
   Profile const profile = make_profile(options.profile == "full", on_device, memory.free);
   Trace trace;
@@ -305,33 +416,17 @@ int run(const Options& options) {
   m.driver_calls = measure_driver_calls(*backend, profile.chunk_sizes, profile.driver_iterations,
                                         [&](std::size_t bytes) { progress.step("driver calls, " + human_bytes(bytes) + " chunks"); });
 
-  // 2. Growth: every strategy on every case.
-  HostFills host_fills;
-  MemoryOps& fills = on_device ? device->memory_ops() : static_cast<MemoryOps&>(host_fills);
-  cuvmm::GrowableOptions fixed;
-  fixed.max_chunk_bytes = m.granularity;  // the policy's cap at one granule: every chunk is one granule
+  // 2. Growth: every strategy on every case, each in a fresh process (see Options::growth_strategy).
+  std::vector<std::string> strategies{growable_policy_name, growable_fixed_name};
+  if (device) strategies.insert(strategies.end(), {copy_grow_2x_name, copy_grow_1_5x_name, preallocated_name});
   for (GrowthCase const& c : profile.growth_cases) {
-    auto grow = [&](const char* name, const std::function<std::unique_ptr<GrowthStrategy>()>& make) {
-      progress.step(case_label(name, c));
-      GrowthRow row{name, c.target_bytes, c.append_bytes, "out_of_memory"};
-      try {
-        auto strategy = make();
-        row = measure_growth(name, *strategy, c.target_bytes, c.append_bytes, fills);
-      } catch (const std::bad_alloc&) {  // a preallocated buffer that does not fit
-      }
-      if (device) {
-        device->synchronize_device();
-        row.peak_in_use_bytes = measure_peak_in_use(make, c.target_bytes, c.append_bytes, fills);
-        device->synchronize_device();
-      }
-      m.growth.push_back(std::move(row));
-    };
-    grow(growable_policy_name, [&] { return make_growable_strategy(*backend); });
-    grow(growable_fixed_name, [&] { return make_growable_strategy(*backend, fixed); });
-    if (device) {
-      grow(copy_grow_2x_name, [&] { return device->copy_and_grow(2.0); });
-      grow(copy_grow_1_5x_name, [&] { return device->copy_and_grow(1.5); });
-      grow(preallocated_name, [&] { return device->preallocated(c.target_bytes); });
+    for (std::string const& name : strategies) {
+      progress.step(case_label(name.c_str(), c));
+      std::string const spec = name + ":" + std::to_string(c.target_bytes) + ":" + std::to_string(c.append_bytes);
+      std::string const said = run_self({"--backend", on_device ? "cuda" : "host", "--growth-case", spec});
+      std::optional<GrowthRow> row = decode_growth_row(said);
+      if (!row) throw std::runtime_error("the growth measurement " + spec + " printed no result");
+      m.growth.push_back(std::move(*row));
     }
   }
 
