@@ -61,7 +61,10 @@ def plot_growth(plt, plan, rows, out):
                                color=colors[strategy])
         ax.set_title(f"{human(append)} appends", fontsize=10)
         ax.set_xlabel("size reached (GiB)")
-        ax.grid(True, alpha=0.3)
+        # Times span orders of magnitude between strategies: log axes keep the close ones apart.
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("total time: appends and fills (s)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     for ax in axes[0][1:]:
