@@ -36,28 +36,16 @@
 
 #include "trace.hpp"
 
+#include "bench_support.hpp"
+
 namespace {
+
+using cuvmm::bench::Stream;
+using cuvmm::bench::check;
+using cuvmm::bench::device_memory_free;
 
 using cuvmm::GiB;
 using cuvmm::MiB;
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
-
-struct Stream {
-  Stream() { check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
-  ~Stream() { cudaStreamDestroy(stream); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t stream = nullptr;
-};
-
-std::size_t device_free() {
-  std::size_t free = 0, total = 0;
-  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  return free;
-}
 
 std::size_t env_size(const char* name, std::size_t fallback) {
   char const* value = std::getenv(name);
@@ -164,7 +152,7 @@ void BM_TraceArena(benchmark::State& state) {
     state.PauseTiming();
     cuvmm::ArenaStats const stats = arena.stats();
     // Memory not in live allocations: what the device has free plus what the arena holds unused.
-    std::size_t const not_live = device_free() + stats.bytes_physical.current - stats.bytes_requested.current;
+    std::size_t const not_live = device_memory_free() + stats.bytes_physical.current - stats.bytes_requested.current;
     std::size_t const largest = largest_allocation(not_live, [&](std::size_t bytes) {
       try {
         arena.deallocate(arena.allocate(bytes, s.stream), bytes, s.stream);
@@ -208,7 +196,7 @@ void BM_TraceMallocAsync(benchmark::State& state) {
     std::uint64_t held_high = 0, held_now = 0;
     check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &held_high), "reserved high");
     check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &held_now), "reserved now");
-    std::size_t const not_live = device_free() + held_now - live;
+    std::size_t const not_live = device_memory_free() + held_now - live;
     std::size_t const largest = largest_allocation(not_live, [&](std::size_t bytes) {
       void* p = nullptr;
       if (cudaMallocFromPoolAsync(&p, bytes, pool, s.stream) != cudaSuccess) {

@@ -27,17 +27,17 @@
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
 
+#include "bench_support.hpp"
+
 namespace {
+
+using cuvmm::bench::check;
 
 constexpr std::size_t buffer_bytes = std::size_t{2} << 30;  // 2 GiB: far past the L2 cache
 constexpr unsigned block = 256;
 
 enum class Memory { ordinary, compressible };
 enum class Data { zeros, sparse, random };
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
 
 __host__ __device__ std::uint32_t mix(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -19,13 +19,13 @@
 #include <cuvmm/growable_buffer.hpp>
 #include <cuvmm/growth_policy.hpp>
 
+#include "bench_support.hpp"
+
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using cuvmm::bench::check;
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
+using clock_type = std::chrono::steady_clock;
 
 __global__ void fill_kernel(uint4* out, std::size_t words) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < words; i += std::size_t{gridDim.x} * blockDim.x)

@@ -33,15 +33,18 @@
 
 #include <cuvmm/growable_buffer.hpp>
 
+#include "bench_support.hpp"
+
 namespace {
+
+using cuvmm::bench::Stream;
+using cuvmm::bench::check;
+using cuvmm::bench::device_memory_free;
+using cuvmm::bench::device_memory_in_use;
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::size_t GiB = std::size_t{1} << 30;
 constexpr std::size_t append_bytes = 64 * MiB;
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
 
 __global__ void fill_kernel(uint4* out, std::size_t words, std::uint32_t seed) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < words; i += std::size_t{gridDim.x} * blockDim.x) {
@@ -58,12 +61,6 @@ void fill(void* data, std::size_t bytes, cudaStream_t stream) {
   check(cudaGetLastError(), "fill_kernel");
 }
 
-std::size_t device_memory_in_use() {
-  std::size_t free = 0, total = 0;
-  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  return total - free;
-}
-
 /// The most device memory in use seen by sample_peak() since reset_peak().
 std::size_t peak_in_use = 0;
 bool sampling = false;
@@ -73,12 +70,6 @@ void reset_peak(bool enable) {
 }
 void sample_peak() {
   if (sampling) peak_in_use = std::max(peak_in_use, device_memory_in_use());
-}
-
-std::size_t device_memory_free() {
-  std::size_t free = 0, total = 0;
-  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  return free;
 }
 
 // --- the strategies: each grows by `append_bytes` and returns where the new bytes start ---------
@@ -176,12 +167,6 @@ std::unique_ptr<Strategy> make(cudaStream_t stream, std::size_t target) {
     return std::make_unique<Strategy>(stream);
   }
 }
-
-struct Stream {
-  Stream() { check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
-  ~Stream() { cudaStreamDestroy(stream); }
-  cudaStream_t stream = nullptr;
-};
 
 /// Between iterations in one process. The driver completes large frees lazily: on the H200 the
 /// first cuMemCreate after an iteration's 64 GiB were released took 13-26 ms, even after this
