@@ -18,6 +18,7 @@
 #include "allocators/extent_set.hpp"
 #include "arena_battery.hpp"
 #include "observables.hpp"
+#include "pattern.hpp"
 
 using namespace cuvmm;
 
@@ -25,13 +26,6 @@ namespace {
 
 constexpr std::size_t host_page = 64 * KiB;
 constexpr std::size_t host_memory = 512 * MiB;
-
-std::uint32_t word(std::uint64_t seed, std::size_t index) {
-  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<std::uint32_t>(z ^ (z >> 31));
-}
 
 /// Host memory for the battery: 64 KiB pages, 512 MiB of "device" memory, fake stream handles.
 class HostBatteryMemory final : public test::BatteryMemory {
@@ -46,12 +40,12 @@ class HostBatteryMemory final : public test::BatteryMemory {
   Stream new_stream() override { return reinterpret_cast<Stream>(static_cast<std::uintptr_t>(++streams_) * 64); }
   void write_pattern(void* p, std::size_t bytes, std::uint64_t seed, Stream) override {
     auto* words = static_cast<std::uint32_t*>(p);
-    for (std::size_t i = 0; i < bytes / 4; ++i) words[i] = word(seed, i);
+    for (std::size_t i = 0; i < bytes / 4; ++i) words[i] = test::pattern_value(seed, i);
   }
   std::size_t mismatches(const void* p, std::size_t bytes, std::uint64_t seed, Stream) override {
     auto const* words = static_cast<const std::uint32_t*>(p);
     std::size_t wrong = 0;
-    for (std::size_t i = 0; i < bytes / 4; ++i) wrong += words[i] != word(seed, i);
+    for (std::size_t i = 0; i < bytes / 4; ++i) wrong += words[i] != test::pattern_value(seed, i);
     return wrong;
   }
   std::size_t free_bytes() override { return backend_.memory_info(0).free; }
