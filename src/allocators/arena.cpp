@@ -138,10 +138,12 @@ struct Arena::State {
   void gather_small(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out);
   bool create_page(std::size_t bytes, std::size_t held_in_out, std::vector<PhysicalChunk>& out);
   void unmap_slots(std::size_t first, std::size_t count);
+  static std::size_t take_pooled(std::vector<PhysicalChunk>& from, std::size_t wanted, std::vector<PhysicalChunk>& out);
   void release_pooled(std::vector<PhysicalChunk>& from, std::size_t bytes);
   std::size_t unmap_cached(StreamState& s, std::size_t pages_wanted);
   void unmap_large_cached(StreamState& s);
   void unmap_all_cached();
+  void wait_for(StreamState& s);  // blocks until the work queued on `s` so far is done
   void wait_for_all_streams();
   std::size_t unmap_empty_slabs();
   void make_stream_wait(StreamState& waiter, StreamState& freer);
@@ -243,11 +245,13 @@ void Arena::State::make_stream_wait(StreamState& waiter, StreamState& freer) {
   ++counters.cross_stream_reuses;
 }
 
+void Arena::State::wait_for(StreamState& s) {
+  order->mark(s.marker, s.stream);
+  order->wait(s.marker);
+}
+
 void Arena::State::wait_for_all_streams() {
-  for (auto& s : streams) {
-    order->mark(s->marker, s->stream);
-    order->wait(s->marker);
-  }
+  for (auto& s : streams) wait_for(*s);
 }
 
 // Requests of whole pages ----------------------------------------------------------------------
@@ -290,19 +294,11 @@ bool Arena::State::create_page(std::size_t bytes, std::size_t held_in_out, std::
 /// large-layout spans (after waiting for `s`'s queued work), then new ones. Returns how many; the
 /// caller backs the rest with small pages.
 std::size_t Arena::State::gather_large(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out) {
-  std::size_t got = 0;
-  auto const from_pool = [&] {
-    for (; got < count && !large_pool.empty(); ++got) {
-      out.push_back(std::move(large_pool.back()));
-      large_pool.pop_back();
-    }
-  };
-  from_pool();
+  std::size_t got = take_pooled(large_pool, count, out);
   if (got < count && !s.large_cached.empty()) {
-    order->mark(s.marker, s.stream);
-    order->wait(s.marker);
+    wait_for(s);
     unmap_large_cached(s);
-    from_pool();
+    got += take_pooled(large_pool, count - got, out);
   }
   // Pooled small pages are idle memory: give them back before asking the device for more.
   release_pooled(pool, (count - got) * large_page);
@@ -318,20 +314,14 @@ std::size_t Arena::State::gather_large(std::size_t count, StreamState& s, std::v
 void Arena::State::gather_small(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out) {
   std::size_t const large_held = out.size() * large_page;  // `out` holds only large pages so far
   std::size_t got = 0;
-  auto const from_pool = [&] {
-    for (; got < count && !pool.empty(); ++got) {
-      out.push_back(std::move(pool.back()));
-      pool.pop_back();
-    }
-  };
+  auto const from_pool = [&] { got += take_pooled(pool, count - got, out); };
   auto const create = [&] {
     for (; got < count && create_page(page, large_held + got * page, out); ++got) {
     }
   };
   from_pool();
   if (got < count && !(s.cached.empty() && s.large_cached.empty())) {
-    order->mark(s.marker, s.stream);
-    order->wait(s.marker);
+    wait_for(s);
     unmap_cached(s, count - got);
     from_pool();
   }
@@ -433,6 +423,17 @@ std::size_t Arena::State::map_new_span(std::size_t count, StreamState& s) {
   }
   address.committed = true;
   return *first;
+}
+
+/// Moves up to `wanted` pages from the pool `from` into `out`; returns how many.
+std::size_t Arena::State::take_pooled(std::vector<PhysicalChunk>& from, std::size_t wanted,
+                                      std::vector<PhysicalChunk>& out) {
+  std::size_t const moved = std::min(wanted, from.size());
+  for (std::size_t i = 0; i < moved; ++i) {
+    out.push_back(std::move(from.back()));
+    from.pop_back();
+  }
+  return moved;
 }
 
 /// Releases pooled pages from `from` until `bytes` are given back or it is empty, so that
@@ -697,8 +698,7 @@ void Arena::release_stream(Stream stream) {
   State::StreamState& heir = st.stream_state(nullptr);
   auto const it = known();
   State::StreamState& gone = **it;
-  st.order->mark(gone.marker, gone.stream);
-  st.order->wait(gone.marker);
+  st.wait_for(gone);
   // Its work is done, so what it freed is safe for any stream: cached extents are unmapped (any
   // stream may stitch their pages), free blocks and open slabs pass to the heir.
   st.unmap_cached(gone, static_cast<std::size_t>(-1));
