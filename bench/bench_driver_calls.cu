@@ -1,5 +1,6 @@
 // Cost of each VMM step on this GPU, by chunk size: cuMemCreate, cuMemMap, cuMemSetAccess,
-// cuMemUnmap, cuMemRelease (through cuvmm's CudaBackend, one call each), and the bandwidth of the
+// cuMemUnmap, cuMemRelease (through cuvmm's CudaBackend, one call each); the whole cycle made by
+// 1 to 8 threads at once (chunk_cycle_threads); and the bandwidth of the
 // first fill of a fresh chunk against a second fill of the same chunk (does new physical memory
 // cost extra on first touch?). Each timing is one call bracketed by a host clock; the benchmark
 // reports the median over its iterations.
@@ -85,6 +86,25 @@ void BM_ChunkLifecycle(benchmark::State& state) {
   state.counters["release_us"] = 1e6 * median(release);
   state.counters["first_fill_GBps"] = static_cast<double>(bytes) / median(fresh) / 1e9;
   state.counters["second_fill_GBps"] = static_cast<double>(bytes) / median(again) / 1e9;
+}
+
+/// Whole create, map, set access, unmap and release cycles of one chunk, made by several threads
+/// at once, each on a chunk and a range of its own: how far the driver lets these calls run side by
+/// side. Real time per cycle; cycles_per_s counts every thread's cycles over the wall time.
+void BM_ChunkCycleThreads(benchmark::State& state) {
+  std::size_t const bytes = static_cast<std::size_t>(state.range(0)) << 20;
+  cuvmm::CudaBackend& backend = cuvmm::cuda_backend(0);
+  cuvmm::AccessGrant const rw[] = {{0, cuvmm::Access::read_write}};
+  cuvmm::Address const range = backend.reserve(bytes, 0);
+  for (auto _ : state) {
+    cuvmm::ChunkHandle const chunk = backend.create_chunk(bytes, {});
+    backend.map(range, bytes, chunk);
+    backend.set_access(range, bytes, rw);
+    backend.unmap(range, bytes);
+    backend.release_chunk(chunk);
+  }
+  backend.free_range(range, bytes);
+  state.counters["cycles_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 /// One cuMemSetAccess over `count` 2 MiB chunks mapped side by side, against one call per chunk.
@@ -185,6 +205,8 @@ void BM_GrowthSteps(benchmark::State& state) {
 
 BENCHMARK(BM_GrowthSteps)->Name("growth_steps")->ArgName("GiB")->Arg(16)->Arg(64)->Iterations(3);
 BENCHMARK(BM_ChunkLifecycle)->Name("chunk_lifecycle")->ArgName("MiB")->Arg(2)->Arg(32)->Arg(512)->Arg(2048)->Iterations(9);
+BENCHMARK(BM_ChunkCycleThreads)->Name("chunk_cycle_threads")->ArgName("MiB")->Arg(2)->Arg(64)->ThreadRange(1, 8)
+    ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_AccessBatching)->Name("access_batching")->ArgName("chunks")->Arg(16)->Arg(256)->Iterations(9);
 BENCHMARK(BM_GrowthWithoutFills)->Name("growth_without_fills")->ArgName("GiB")->Arg(16)->Arg(64)->UseManualTime()
     ->Unit(benchmark::kMillisecond)->Iterations(3);

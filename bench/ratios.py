@@ -1,52 +1,66 @@
 #!/usr/bin/env python3
 """Ratios from growth-benchmark runs (bench_growth's JSON, one file or several merged by
-scripts/h200-run.sh): each strategy against the preallocated physical limit and against
-copy-and-grow, at each size, from the median time of its runs; reach and peak memory."""
+bench/merge_runs.py): for each growth (size and append size), each strategy's time against the
+preallocated physical limit and against cudaMalloc copy-and-grow 2x, from the median time of its
+runs, with peak memory over the size and bytes copied; then the reach run."""
 import json
 import sys
+
+LIMIT = "preallocated"
+COPY = "cudaMalloc_copy_grow_2x"
+
+
+def human(nbytes):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:g} {unit}"
+    return f"{nbytes:g} B"
 
 
 def main() -> int:
     data = json.load(open(sys.argv[1]))
-    runs = {}
-    reach = {}
+    runs, reach = {}, []
     for b in data["benchmarks"]:
+        if b.get("error_occurred"):
+            print(f"  {b['name']}: {b.get('error_message', 'error')}")
+            continue
         name = b["name"]
         if name.startswith("grow/"):
-            strategy, size = name.split("/")[1], b.get("size_GiB")
-            runs.setdefault((strategy, int(size)), []).append(b)
+            key = (name.split("/")[1], b["size_GiB"], b["append_bytes"])
+            runs.setdefault(key, []).append(b)
         elif name.startswith("reach/"):
-            reach[name.split("/")[1]] = b
-    # One entry per (strategy, size): the run with the median time (odd counts) and its counters.
+            reach.append(b)
+    # One entry per growth and strategy: the run with the median time (odd counts) and its counters.
     grow = {}
     for key, entries in runs.items():
         entries.sort(key=lambda e: e["real_time"])
         grow[key] = dict(entries[len(entries) // 2], runs=len(entries),
                          spread=f"{entries[0]['real_time']:.1f}-{entries[-1]['real_time']:.1f}")
-    sizes = sorted({s for _, s in grow})
-    print("growth time (appends + fills), ratio to preallocated and to copy_and_grow")
-    for size in sizes:
-        limit = grow.get(("preallocated", size))
-        copy = grow.get(("copy_and_grow", size))
-        for strategy in ("growable", "copy_and_grow", "thrust_vector", "preallocated"):
-            b = grow.get((strategy, size))
-            if b is None:
+    cases = sorted({(size, append) for _, size, append in grow})
+    print(f"growth time (appends + fills): ratio to {LIMIT} and to {COPY}")
+    for size, append in cases:
+        print(f"  {size:g} GiB in {human(append)} appends")
+        limit = grow.get((LIMIT, size, append))
+        copy = grow.get((COPY, size, append))
+        for (strategy, s, a), b in sorted(grow.items()):
+            if (s, a) != (size, append):
                 continue
             t = b["real_time"]
-            line = f"  {size:>3} GiB {strategy:<14} {t:9.2f} {b['time_unit']}"
+            line = f"    {strategy:<30} {t:10.2f} {b['time_unit']}"
             if b["runs"] > 1:
-                line += f" (median of {b['runs']} runs, {b['spread']})"
-            if limit:
-                line += f"  /preallocated {t / limit['real_time']:.3f}"
-            if copy:
-                line += f"  /copy_and_grow {t / copy['real_time']:.3f}"
-            line += f"  peak/size {b['peak_over_size']:.3f}  teardown {b['teardown_ms']:.1f} ms"
-            if "growth_calls_ms" in b:
-                line += f"  in growth calls {b['growth_calls_ms']:.1f} ms"
+                line += f" (median of {b['runs']}, {b['spread']})"
+            if not b["completed"]:
+                line += f"  stopped at {b['reached_GiB']:.1f} GiB (out of memory)"
+            else:
+                if limit and limit["completed"]:
+                    line += f"  /{LIMIT} {t / limit['real_time']:.3f}"
+                if copy and copy["completed"]:
+                    line += f"  /{COPY} {t / copy['real_time']:.3f}"
+            line += f"  peak/size {b['peak_over_size']:.3f}  copied {b['copied_GiB']:.1f} GiB"
             print(line)
-    print("largest size reached in 64 MiB appends, as a fraction of the memory free at the start")
-    for strategy, b in reach.items():
-        print(f"  {strategy:<14} {b['reached_GiB']:8.2f} GiB  {b['reached_over_free']:.3f}")
+    for b in reach:
+        print(f"reach: a growable buffer grew to {b['reached_GiB']:.2f} GiB, "
+              f"{b['reached_over_free']:.3f} of the memory free at the start")
     return 0
 
 

@@ -4,8 +4,8 @@
 # Runs cuvmm-info, every test program (test binaries directly: the build folder was made by
 # another Meson version; ipc_mpi is skipped: it is linked against the build machine's Open MPI,
 # which that machine lacks), the gpu and ipc programs under compute-sanitizer memcheck; with `growth`
-# the growth benchmarks (in one process, and each run in a fresh process) and the driver-call
-# costs; with `arena` the Arena benchmarks, PyTorch's allocator on the same trace, and the PyTorch
+# bench_growth's 64 MiB-append growths of every strategy (each in a fresh process) and the
+# driver-call costs; with `arena` the Arena benchmarks, PyTorch's allocator on the same trace, and the PyTorch
 # training example with the pluggable allocator; with `compression` compressible vs ordinary
 # memory bandwidth; with `plan` / `plan-full` cuvmm-plan's quick / full profile (its JSON, CSV and
 # plots go into results.tar.gz under plan-quick/ or plan-full/). Keeps at most 8 files in $OUT (the
@@ -24,6 +24,7 @@ export CUVMM_INFO=$build/tools/cuvmm-info
 export CUDA_MODULE_LOADING=EAGER
 export CUVMM_PLAN=$build/tools/cuvmm-plan/cuvmm-plan
 export CUVMM_PLAN_PLOT_SCRIPT=$PWD/tools/cuvmm-plan/plot.py
+export CUVMM_PLAN_TORCH_SCRIPT=$PWD/bench/torch_trace.py
 results=$(mktemp -d)
 status=0
 
@@ -68,31 +69,21 @@ grep -E "ERROR SUMMARY|exit" "$out/sanitizer.log" | tail -20
 python3 scripts/test-summary.py "$results/memcheck" 2>&1 | tail -3 | tee -a "$out/summary.txt"
 
 if [[ $modes == *" growth "* ]]; then
-  # In one process: 5 iterations each; later iterations carry part of the previous teardown
-  # (the driver completes large frees lazily, at later allocations).
-  echo "== growth benchmark, in one process (5 iterations each)" | tee -a "$out/summary.txt"
-  "$build/bench/bench_growth" --benchmark_out="$results/growth-in-process.json" --benchmark_out_format=json \
-    --benchmark_counters_tabular=true >"$out/bench.log" 2>&1 || status=1
-  python3 bench/ratios.py "$results/growth-in-process.json" 2>&1 | tee -a "$out/summary.txt"
-  # Fresh processes: every timed growth is the first in its process; 3 runs of each, medians.
-  echo "== growth benchmark, each run in a fresh process (3 runs each)" | tee -a "$out/summary.txt"
+  # bench_growth times cuvmm-plan's growth code: here the 64 MiB-append growths of every strategy,
+  # each benchmark in a fresh process (the driver finishes large frees lazily, so a growth timed
+  # after another in one process pays for its teardown), 3 iterations each, medians. cuvmm-plan
+  # --profile full (mode plan-full) measures every growth case this way.
+  echo "== growth benchmark, 64 MiB appends, one process per benchmark" | tee -a "$out/summary.txt"
   fresh=$(mktemp -d)
-  for run in 1 2 3; do
-    for case in growable/16 copy_and_grow/16 thrust_vector/16 preallocated/16 \
-                growable/64 copy_and_grow/64 thrust_vector/64 preallocated/64 growable/120 preallocated/120; do
-      CUDA_MODULE_LOADING=EAGER CUVMM_BENCH_ITERATIONS=1 "$build/bench/bench_growth" \
-        --benchmark_filter="^grow/$case/" --benchmark_out_format=json \
-        --benchmark_out="$fresh/grow-${case/\//-}-$run.json" >>"$out/bench.log" 2>&1 || status=1
-    done
-  done
-  for strategy in growable copy_and_grow thrust_vector preallocated; do
-    "$build/bench/bench_growth" --benchmark_filter="^reach/$strategy/" --benchmark_out_format=json \
-      --benchmark_out="$fresh/reach-$strategy.json" >>"$out/bench.log" 2>&1 || status=1
+  for listed in $("$build/bench/bench_growth" --benchmark_list_tests=true | grep -E '^grow/[^/]+/[^/]+/64MiB/|^reach/'); do
+    name=${listed%%/iterations*}  # grow/STRATEGY/SIZE/64MiB or reach/growable
+    "$build/bench/bench_growth" --benchmark_filter="^$name/" \
+      --benchmark_out_format=json --benchmark_out="$fresh/${name//\//-}.json" >>"$out/bench.log" 2>&1 || status=1
   done
   python3 bench/merge_runs.py "$fresh"/*.json >"$out/growth.json"
   python3 bench/ratios.py "$out/growth.json" 2>&1 | tee -a "$out/summary.txt"
   "$build/bench/bench_driver_calls" --benchmark_counters_tabular=true >"$results/driver-calls.txt" 2>&1 || status=1
-  grep -E "^(chunk|access|growth)" "$results/driver-calls.txt" | tail -12 | tee -a "$out/summary.txt"
+  grep -E "^(chunk|access|growth)" "$results/driver-calls.txt" | tail -24 | tee -a "$out/summary.txt"
 fi
 
 if [[ $modes == *" arena "* ]]; then

@@ -1,7 +1,9 @@
 // cuvmm-plan's CUDA runtime baselines and device-side measurements on a real GPU (skips visibly
-// without one): copy-and-grow keeps every byte and counts its copies and peak exactly, a
-// preallocated buffer stops at its capacity, fills land in the growable buffer in place, and
-// cudaMallocAsync / cudaMalloc replay a trace holding at least what it asked for.
+// without one): copy-and-grow (cudaMalloc and cudaMallocAsync) and thrust::device_vector keep
+// every byte and count their copies and peak exactly, a preallocated buffer stops at its capacity,
+// fills land in the growable buffer in place, and cudaMallocAsync / cudaMalloc replay a trace
+// holding at least what it asked for. Strategies are made by name; without a GPU only the growable
+// ones can be (that case runs everywhere).
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime_api.h>
@@ -11,6 +13,8 @@
 #include <vector>
 
 #include <cuvmm/cuda_backend.hpp>
+#include <cuvmm/error.hpp>
+#include <cuvmm/host_backend.hpp>
 
 #include "device_runtime.hpp"
 #include "gpu.hpp"
@@ -36,25 +40,64 @@ bool device_bytes_equal(const void* data, std::size_t bytes, unsigned char value
 
 }  // namespace
 
-TEST_CASE("copy-and-grow 2x keeps every byte and counts its copies and peak exactly", "[plan][gpu]") {
+TEST_CASE("copy-and-grow 2x and thrust::device_vector keep every byte and count their copies and peak exactly",
+          "[plan][gpu]") {
   cuvmm::test::require_gpu();
   DeviceRuntimeSession session;
-  auto grow = session.copy_and_grow(2.0);
-  std::byte* last = nullptr;
-  for (int i = 0; i < 8; ++i) {  // 8 appends of 1 MiB, each its own value
-    last = static_cast<std::byte*>(grow->append(1 * MiB));
-    check_cuda(cudaMemset(last, 0x10 + i, 1 * MiB));
-    check_cuda(cudaDeviceSynchronize());  // the memset (legacy stream) is done before the next copy (session stream)
+  for (const char* name : {copy_grow_2x_name, async_copy_grow_2x_name, thrust_vector_name}) {
+    INFO(name);
+    auto grow = make_growth_strategy(name, cuda_backend(0), &session, 0);
+    std::byte* last = nullptr;
+    for (int i = 0; i < 8; ++i) {  // 8 appends of 1 MiB, each its own value
+      last = static_cast<std::byte*>(grow->append(1 * MiB));
+      // On the session's stream, where the strategies order their copies (thrust waits for it).
+      check_cuda(cudaMemsetAsync(last, 0x10 + i, 1 * MiB, session.stream()));
+    }
+    check_cuda(cudaStreamSynchronize(session.stream()));
+    // Capacities 1, 2, 4, 8 MiB (thrust grows to at least twice its capacity as well): copies of
+    // 1 + 2 + 4 MiB; at most 4 + 8 MiB held at once.
+    CHECK(grow->bytes_copied() == 7 * MiB);
+    CHECK(grow->chunks() == 4);
+    CHECK(grow->peak_bytes() == 12 * MiB);
+    std::byte* const first = last - 7 * MiB;
+    for (int i = 0; i < 8; ++i) {
+      INFO("MiB " << i);
+      CHECK(device_bytes_equal(first + i * MiB, 1 * MiB, static_cast<unsigned char>(0x10 + i)));
+    }
   }
-  check_cuda(cudaDeviceSynchronize());
-  // Capacities 1, 2, 4, 8 MiB: copies of 1 + 2 + 4 MiB; at most 4 + 8 MiB held at once.
-  CHECK(grow->bytes_copied() == 7 * MiB);
-  CHECK(grow->chunks() == 4);
-  CHECK(grow->peak_bytes() == 12 * MiB);
-  std::byte* const first = last - 7 * MiB;
-  for (int i = 0; i < 8; ++i) {
-    INFO("MiB " << i);
-    CHECK(device_bytes_equal(first + i * MiB, 1 * MiB, static_cast<unsigned char>(0x10 + i)));
+}
+
+TEST_CASE("every growth strategy is made by its name, and reaches its target in place", "[plan][gpu]") {
+  cuvmm::test::require_gpu();
+  DeviceRuntimeSession session;
+  auto const names = growth_strategy_names(true);
+  CHECK(names == std::vector<std::string>{growable_policy_name, growable_fixed_name, copy_grow_2x_name,
+                                          copy_grow_1_5x_name, async_copy_grow_2x_name, thrust_vector_name,
+                                          preallocated_name});
+  for (auto const& name : names) {
+    INFO(name);
+    auto strategy = make_growth_strategy(name, cuda_backend(0), &session, 24 * MiB);
+    GrowthRow const row = measure_growth(name, *strategy, 24 * MiB, 3 * MiB, session.memory_ops());
+    CHECK(row.status == "ok");
+    CHECK(row.reached_bytes == 24 * MiB);
+    CHECK(row.appends == 8);
+    CHECK(row.peak_bytes >= 24 * MiB);
+    auto* const end = static_cast<std::byte*>(strategy->append(0));  // where the next bytes would go
+    CHECK(device_bytes_equal(end - 24 * MiB, 24 * MiB, 0x5A));       // every fill, in place
+  }
+}
+
+TEST_CASE("without a GPU only the growable strategies can be made by name", "[plan]") {
+  HostBackend backend;
+  CHECK(growth_strategy_names(false) == std::vector<std::string>{growable_policy_name, growable_fixed_name});
+  CHECK(make_growth_strategy(growable_policy_name, backend, nullptr, 0) != nullptr);
+  auto fixed = make_growth_strategy(growable_fixed_name, backend, nullptr, 0);
+  (void)fixed->append(5 * MiB);
+  CHECK(fixed->chunks() == 3);  // one 2 MiB granule per chunk
+  for (const char* name : {copy_grow_2x_name, copy_grow_1_5x_name, async_copy_grow_2x_name, thrust_vector_name,
+                           preallocated_name, "no_such_strategy"}) {
+    INFO(name);
+    CHECK_THROWS_AS(make_growth_strategy(name, backend, nullptr, 0), std::invalid_argument);
   }
 }
 
@@ -145,7 +188,13 @@ TEST_CASE("an allocation the device cannot hold is a failed allocation, not an e
     CHECK(r.failed_allocations == 1);
     CHECK(r.peak_requested_bytes == 0);
   }
-  auto grow = session.copy_and_grow(2.0);
-  CHECK_THROWS_AS(grow->append(too_much), std::bad_alloc);
+  for (auto allocation : {DeviceAllocation::malloc, DeviceAllocation::malloc_async}) {
+    auto grow = session.copy_and_grow(2.0, allocation);
+    CHECK_THROWS_AS(grow->append(too_much), std::bad_alloc);
+    CHECK(grow->chunks() == 0);
+  }
+  auto vector = session.thrust_vector();
+  CHECK_THROWS_AS(vector->append(too_much), std::bad_alloc);
+  CHECK(vector->chunks() == 0);
   CHECK_THROWS_AS(session.preallocated(too_much), std::bad_alloc);
 }

@@ -3,9 +3,11 @@
 // a full backend, reach, driver-call timing (also under a failure at every call, leaking nothing),
 // and trace replay on cuvmm::Arena with exact peaks and timeline points.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <cuvmm/error.hpp>
@@ -242,4 +244,124 @@ TEST_CASE("a trace replayed on the arena reports exact peaks, failures and timel
   CHECK(r.mean_utilization <= 1);
   arena.reset();
   CHECK(backend.live_counts() == LiveCounts{});
+}
+
+TEST_CASE("driver calls from several threads: every thread's calls are timed, and nothing leaks", "[plan][measure]") {
+  HostBackend backend;
+  std::vector<std::size_t> const counts = {1, 3};
+  std::vector<std::size_t> reported;
+  auto const rows = measure_driver_threads(backend, 3 * MiB, counts, 2, [&](std::size_t t) { reported.push_back(t); });
+  CHECK(reported == counts);
+  REQUIRE(rows.size() == 2);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    INFO("threads " << counts[i]);
+    CHECK(rows[i].threads == counts[i]);
+    CHECK(rows[i].chunk_bytes == 4 * MiB);  // rounded up to the 2 MiB granularity
+    for (LatencyStats const* s : {&rows[i].create, &rows[i].map, &rows[i].set_access, &rows[i].unmap, &rows[i].release}) {
+      CHECK(s->samples == 2 * counts[i]);
+      CHECK(s->median_us > 0);
+    }
+    CHECK(rows[i].cycles_per_second > 0);
+  }
+  CHECK(backend.live_counts() == LiveCounts{});
+  CHECK_THROWS_AS(measure_driver_threads(backend, 2 * MiB, std::vector<std::size_t>{0}, 1), Error);
+}
+
+TEST_CASE("a failure in one of several threads making driver calls is rethrown, and nothing leaks",
+          "[plan][measure][faults]") {
+  HostBackend real;
+  FaultInjectingBackend faulty(real);
+  std::vector<std::size_t> const counts = {4};
+  for (std::size_t k : {1, 5, 9, 17, 30}) {  // reserves (1-4), then creates, maps and grants of the four threads
+    INFO("k = " << k);
+    faulty.fail_nth(k);
+    CHECK_THROWS_AS(measure_driver_threads(faulty, 2 * MiB, counts, 3), Error);
+    CHECK(faulty.fired());
+    faulty.disarm();
+    CHECK(real.live_counts() == LiveCounts{});
+  }
+}
+
+namespace {
+
+GrowthRow run_of(double seconds, std::size_t chunks) {
+  GrowthRow r;
+  r.strategy = growable_policy_name;
+  r.target_bytes = 8 * MiB;
+  r.append_bytes = 1 * MiB;
+  r.status = "ok";
+  r.total_seconds = r.min_total_seconds = r.max_total_seconds = seconds;
+  r.chunks = chunks;  // tells the runs apart
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the median run stands for several runs, with their fastest and slowest times", "[plan][measure]") {
+  GrowthRow const odd = median_run({run_of(3.0, 1), run_of(1.0, 2), run_of(2.0, 3)});
+  CHECK(odd.chunks == 3);  // the 2.0 s run, whole
+  CHECK(odd.total_seconds == 2.0);
+  CHECK(odd.runs == 3);
+  CHECK(odd.min_total_seconds == 1.0);
+  CHECK(odd.max_total_seconds == 3.0);
+  GrowthRow const even = median_run({run_of(4.0, 1), run_of(1.0, 2), run_of(3.0, 3), run_of(2.0, 4)});
+  CHECK(even.chunks == 4);  // the lower of the middle two (2.0 s and 3.0 s)
+  CHECK(even.runs == 4);
+  CHECK(even.max_total_seconds == 4.0);
+  GrowthRow const one = median_run({run_of(5.0, 7)});
+  CHECK(one.runs == 1);
+  CHECK(one.chunks == 7);
+  CHECK(one.min_total_seconds == 5.0);
+
+  CHECK_THROWS_AS(median_run({}), Error);
+  GrowthRow other = run_of(1.0, 1);
+  other.append_bytes = 2 * MiB;
+  CHECK_THROWS_AS(median_run({run_of(1.0, 1), other}), Error);
+}
+
+TEST_CASE("replays handed over as text read back exactly; malformed lines are refused naming the line",
+          "[plan][measure]") {
+  ReplayResult a;
+  a.allocator = "pytorch";
+  a.ops = 5;
+  a.failed_allocations = 1;
+  a.seconds = 0.25;
+  a.peak_requested_bytes = 6 * MiB;
+  a.peak_held_bytes = 20 * MiB;
+  a.mean_utilization = 0.375;
+  a.timeline = {{0, 6 * MiB, 20 * MiB}, {4, 4 * MiB, 20 * MiB}};
+  ReplayResult b;
+  b.allocator = "pytorch_expandable_segments";
+  b.ops = 5;
+  std::string const text = "some other output\n" + encode_replay(a) + encode_replay(b);
+  auto const back = decode_replays(text);
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].allocator == "pytorch");
+  CHECK(back[0].ops == 5);
+  CHECK(back[0].failed_allocations == 1);
+  CHECK(back[0].seconds == 0.25);
+  CHECK(back[0].peak_requested_bytes == 6 * MiB);
+  CHECK(back[0].peak_held_bytes == 20 * MiB);
+  CHECK(back[0].mean_utilization == 0.375);
+  REQUIRE(back[0].timeline.size() == 2);
+  CHECK(back[0].timeline[1].op_index == 4);
+  CHECK(back[0].timeline[1].requested_bytes == 4 * MiB);
+  CHECK(back[0].timeline[1].held_bytes == 20 * MiB);
+  CHECK(back[1].allocator == "pytorch_expandable_segments");
+  CHECK(back[1].timeline.empty());
+
+  auto refused = [](const std::string& bad) {
+    try {
+      (void)decode_replays(bad);
+    } catch (const Error& error) {
+      return error.context();
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(refused("replay x 1 0 0.1 10 20 0.5\npoint 0 10\n"),
+             Catch::Matchers::ContainsSubstring("line 2: a point line wants OP_INDEX REQUESTED HELD"));
+  CHECK_THAT(refused("point 0 1 2\n"), Catch::Matchers::ContainsSubstring("line 1: a point before any replay line"));
+  CHECK_THAT(refused("hello\nreplay x 1 0 fast 10 20 0.5\n"),
+             Catch::Matchers::ContainsSubstring("line 2: a replay line wants NAME OPS FAILED"));
+  CHECK_THAT(refused("replay x 1 0 0.1 10 20 0.5 extra\n"), Catch::Matchers::ContainsSubstring("line 1:"));
 }

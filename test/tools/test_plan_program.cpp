@@ -63,12 +63,22 @@ assert [r["chunk_bytes"] for r in d["driver_calls"]] == [2 << 20, 8 << 20, 32 <<
 for r in d["driver_calls"]:
     for call in ("create", "map", "set_access", "unmap", "release"):
         assert r[call]["samples"] == 5 and r[call]["median_us"] > 0, (call, r)
+t = d["driver_threads"]
+assert [(r["threads"], r["chunk_bytes"]) for r in t] == [(n, 2 << 20) for n in (1, 2, 4, 8)], t
+for r in t:
+    for call in ("create", "map", "set_access", "unmap", "release"):
+        assert r[call]["samples"] == 5 * r["threads"] and r[call]["median_us"] > 0, (call, r)
+    assert r["cycles_per_second"] > 0, r
 g = d["growth"]
 assert len(g) == 6, len(g)
 assert sorted({r["strategy"] for r in g}) == ["growable", "growable_fixed_chunks"], g
 for r in g:
     assert r["status"] == "ok" and r["reached_bytes"] == r["target_bytes"], r
     assert r["peak_bytes"] >= r["target_bytes"] and r["bytes_copied"] == 0 and r["total_seconds"] > 0, r
+    assert r["runs"] == int(sys.argv[3]), r
+    assert r["min_total_seconds"] <= r["total_seconds"] <= r["max_total_seconds"], r
+    if r["runs"] == 1:
+        assert r["min_total_seconds"] == r["total_seconds"] == r["max_total_seconds"], r
     if r["strategy"] == "growable_fixed_chunks":
         assert r["chunks"] == r["target_bytes"] // (2 << 20), r
 assert d["reach"]["reached_bytes"] == 1 << 30 and d["reach"]["stopped_by"] == "address_range_full", d["reach"]
@@ -79,6 +89,8 @@ assert t["replays"][0]["peak_held_bytes"] >= t["replays"][0]["peak_requested_byt
 rec = d["recommendation"]
 assert rec["chunk_bytes"] in [2 << 20, 8 << 20, 32 << 20, 128 << 20] and rec["largest_buffer_bytes"] == 1 << 30, rec
 assert rec["growth_ms_per_gib"] > 0 and rec["copy_grow_ms_per_gib"] is None, rec
+assert rec["thread_scaling"] > 0 and rec["thread_scaling_threads"] == 8, rec
+assert rec["thread_scaling_chunk_bytes"] == 2 << 20, rec
 print("valid")
 )PY";
 
@@ -103,7 +115,7 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   CHECK(trace_ops >= 1000);  // 1000 allocations and the frees the live limit forced
 
   auto const check = run_program({"/usr/bin/env", "python3", "-c", json_check, (dir.path / "plan.json").string(),
-                                  std::to_string(trace_ops)});
+                                  std::to_string(trace_ops), "1"});
   INFO(check.output);
   CHECK(check.exit_status == 0);
   CHECK_THAT(check.output, StartsWith("valid"));
@@ -111,14 +123,33 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   std::string const driver = read_file(dir.path / "driver_calls.csv");
   CHECK_THAT(driver, StartsWith("chunk_bytes,call,median_us,p99_us,samples\n2097152,create,"));
   CHECK(line_count(driver) == 1 + 4 * 5);
+  std::string const threads = read_file(dir.path / "driver_threads.csv");
+  CHECK_THAT(threads, StartsWith("threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second\n"
+                                 "1,2097152,create,"));
+  CHECK(line_count(threads) == 1 + 4 * 5);
   std::string const growth = read_file(dir.path / "growth.csv");
   CHECK_THAT(growth, StartsWith("strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,"
-                                "p99_append_us,peak_bytes,bytes_copied,chunks,growth_seconds,peak_in_use_bytes\ngrowable,67108864,4096,ok,"
-                                "67108864,16384,"));
+                                "p99_append_us,peak_bytes,bytes_copied,chunks,growth_seconds,peak_in_use_bytes,runs,"
+                                "min_total_seconds,max_total_seconds\ngrowable,67108864,4096,ok,67108864,16384,"));
   CHECK(line_count(growth) == 1 + 6);
   std::string const memory = read_file(dir.path / "trace_memory.csv");
   CHECK_THAT(memory, StartsWith("allocator,op_index,requested_bytes,held_bytes\ncuvmm_arena,0,"));
   CHECK(line_count(memory) > 100);
+}
+
+TEST_CASE("cuvmm-plan --runs 3 measures every growth three times and reports the median run", "[plan][program]") {
+  TempDir dir;
+  auto const run = run_program({plan_tool(), "--backend", "host", "--runs", "3", "--out", dir.path.string(),
+                                "--no-plots"});
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  CHECK_THAT(run.output, ContainsSubstring("growth growable to 64 MiB in 4 KiB appends, run 3 of 3"));
+  std::size_t const trace_ops = line_count(read_file(dir.path / "trace.csv")) - 1;
+  auto const check = run_program({"/usr/bin/env", "python3", "-c", json_check, (dir.path / "plan.json").string(),
+                                  std::to_string(trace_ops), "3"});
+  INFO(check.output);
+  CHECK(check.exit_status == 0);
+  CHECK_THAT(check.output, StartsWith("valid"));
 }
 
 TEST_CASE("cuvmm-plan replays an RMM log given with --trace", "[plan][program]") {
@@ -155,6 +186,13 @@ TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit
   CHECK(missing_value.exit_status == 2);
   CHECK_THAT(missing_value.output, ContainsSubstring("--out needs a value"));
 
+  for (const char* runs : {"0", "101", "three", ""}) {
+    INFO("--runs '" << runs << "'");
+    auto const bad_runs = run_program({plan_tool(), "--runs", runs});
+    CHECK(bad_runs.exit_status == 2);
+    CHECK_THAT(bad_runs.output, ContainsSubstring("--runs wants a count from 1 to 100, not '" + std::string(runs) + "'"));
+  }
+
   auto const help = run_program({plan_tool(), "--help"});
   CHECK(help.exit_status == 0);
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-plan"));
@@ -176,13 +214,16 @@ TEST_CASE("one growth measured on its own prints its row; a bad case is refused"
 
   auto const unknown = run_program({plan_tool(), "--backend", "host", "--growth-case", "no_such_strategy:1:1"});
   CHECK(unknown.exit_status == 1);
-  CHECK_THAT(unknown.output, ContainsSubstring("no growth strategy 'no_such_strategy' on this backend"));
+  CHECK_THAT(unknown.output, ContainsSubstring("no growth strategy 'no_such_strategy' without a GPU"));
+  auto const baseline = run_program({plan_tool(), "--backend", "host", "--growth-case", "thrust_device_vector:1:1"});
+  CHECK(baseline.exit_status == 1);
+  CHECK_THAT(baseline.output, ContainsSubstring("no growth strategy 'thrust_device_vector' without a GPU"));
   auto const malformed = run_program({plan_tool(), "--growth-case", "growable:lots"});
   CHECK(malformed.exit_status == 2);
   CHECK_THAT(malformed.output, ContainsSubstring("--growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES"));
 }
 
-TEST_CASE("cuvmm-plan makes its three PNG plots with matplotlib", "[plan][program][plots]") {
+TEST_CASE("cuvmm-plan makes its four PNG plots with matplotlib", "[plan][program][plots]") {
   bool matplotlib = false;
   for (const char* python : {"python3", "/usr/bin/python3"}) {
     matplotlib = matplotlib || run_program({"/usr/bin/env", python, "-c", "import matplotlib"}).exit_status == 0;
@@ -193,7 +234,7 @@ TEST_CASE("cuvmm-plan makes its three PNG plots with matplotlib", "[plan][progra
   INFO(run.output);
   REQUIRE(run.exit_status == 0);
   CHECK_THAT(run.output, ContainsSubstring("plots written by "));
-  for (const char* png : {"growth_time.png", "driver_latency.png", "trace_memory.png"}) {
+  for (const char* png : {"growth_time.png", "driver_latency.png", "driver_threads.png", "trace_memory.png"}) {
     INFO(png);
     std::string const image = read_file(dir.path / png);
     CHECK(image.size() > 10000);

@@ -119,6 +119,31 @@ TEST_CASE("growth cost per GiB comes from the largest completed growable run, wi
   CHECK_THAT(format_recommendation(none, empty), ContainsSubstring("growth cost:       not measured"));
 }
 
+TEST_CASE("thread scaling compares the most threads with one, at the smallest chunk size measured",
+          "[plan][report]") {
+  auto row = [](std::size_t threads, std::size_t chunk, double rate) {
+    DriverThreadsRow r;
+    r.threads = threads;
+    r.chunk_bytes = chunk;
+    r.cycles_per_second = rate;
+    return r;
+  };
+  Measurements m;
+  m.driver_threads = {row(1, 64 * MiB, 100), row(8, 64 * MiB, 900), row(1, 2 * MiB, 1000), row(2, 2 * MiB, 1800),
+                      row(8, 2 * MiB, 2500)};
+  Recommendation const r = recommend(m);
+  REQUIRE(r.thread_scaling.has_value());
+  CHECK(*r.thread_scaling == Approx(2.5));
+  CHECK(r.thread_scaling_threads == 8);
+  CHECK(r.thread_scaling_chunk_bytes == 2 * MiB);
+  CHECK_THAT(format_recommendation(r, m),
+             ContainsSubstring("threads:           8 threads make 2.50x the driver-call cycles per second of one "
+                               "(2 MiB chunks)"));
+  m.driver_threads = {row(8, 2 * MiB, 2500)};  // no one-thread row to compare with
+  CHECK_FALSE(recommend(m).thread_scaling.has_value());
+  CHECK_THAT(format_recommendation(recommend(m), m), !ContainsSubstring("threads:"));
+}
+
 TEST_CASE("the CSV writers put one row per measurement under a fixed header", "[plan][report]") {
   Measurements m;
   m.driver_calls = {driver_row(2 * MiB, 100)};
@@ -127,18 +152,29 @@ TEST_CASE("the CSV writers put one row per measurement under a fixed header", "[
   replay.allocator = "cuvmm_arena";
   replay.timeline = {{0, 10, 2 * MiB}, {5, 0, 2 * MiB}};
   m.replays = {replay};
-  std::ostringstream driver, growth, trace;
+  DriverThreadsRow threads;
+  threads.threads = 4;
+  threads.chunk_bytes = 2 * MiB;
+  threads.create = {30, 50, 8};
+  threads.cycles_per_second = 1500;
+  m.driver_threads = {threads};
+  std::ostringstream driver, driver_threads, growth, trace;
   write_driver_calls_csv(driver, m);
+  write_driver_threads_csv(driver_threads, m);
   write_growth_csv(growth, m);
   write_trace_memory_csv(trace, m);
   CHECK(driver.str() ==
         "chunk_bytes,call,median_us,p99_us,samples\n"
         "2097152,create,40,0,0\n2097152,map,10,0,0\n2097152,set_access,20,0,0\n2097152,unmap,10,0,0\n"
         "2097152,release,20,0,0\n");
+  CHECK(driver_threads.str() ==
+        "threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second\n"
+        "4,2097152,create,30,50,8,1500\n4,2097152,map,0,0,0,1500\n4,2097152,set_access,0,0,0,1500\n"
+        "4,2097152,unmap,0,0,0,1500\n4,2097152,release,0,0,0,1500\n");
   CHECK(growth.str() ==
         "strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,p99_append_us,peak_bytes,"
-        "bytes_copied,chunks,growth_seconds,peak_in_use_bytes\n"
-        "growable,1073741824,1048576,ok,1073741824,0,0.25,0,0,0,0,0,0\n");
+        "bytes_copied,chunks,growth_seconds,peak_in_use_bytes,runs,min_total_seconds,max_total_seconds\n"
+        "growable,1073741824,1048576,ok,1073741824,0,0.25,0,0,0,0,0,0,1,0,0\n");
   CHECK(trace.str() == "allocator,op_index,requested_bytes,held_bytes\ncuvmm_arena,0,10,2097152\ncuvmm_arena,5,0,2097152\n");
 }
 
@@ -154,6 +190,8 @@ TEST_CASE("the JSON escapes strings and writes null for what was not measured", 
   CHECK_THAT(json, ContainsSubstring("\"name\": \"a \\\"quoted\\\"\\tname\\u0001\""));
   CHECK_THAT(json, ContainsSubstring("\"reach\": null"));
   CHECK_THAT(json, ContainsSubstring("\"growth_ms_per_gib\": null"));
+  CHECK_THAT(json, ContainsSubstring("\"thread_scaling\": null"));
+  CHECK_THAT(json, ContainsSubstring("\"driver_threads\": [\n  ]"));
 }
 
 TEST_CASE("sizes are printed in the largest exact unit, else with one decimal", "[plan][report]") {

@@ -1,6 +1,7 @@
 // device_runtime.hpp: the parts of cuvmm-plan that use the CUDA runtime directly, as baselines
-// for cuvmm: cudaMalloc copy-and-grow, a preallocated buffer, cudaMallocAsync and cudaMalloc as
-// trace allocators, and device fills. The header needs no CUDA headers (the session owns a stream
+// for cuvmm: copy-and-grow with cudaMalloc or cudaMallocAsync, thrust::device_vector, a
+// preallocated buffer, cudaMallocAsync and cudaMalloc as trace allocators, and device fills; and
+// the one place that makes any growth strategy from its name (cuvmm-plan and bench_growth use it). The header needs no CUDA headers (the session owns a stream
 // behind a pointer). Only constructed when a GPU is present; every runtime error is a
 // std::runtime_error naming the call, except allocation failures, which are std::bad_alloc
 // (growth) or a null pointer (trace allocators), as measure.hpp expects.
@@ -8,10 +9,20 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <cuvmm/types.hpp>
 
 #include "measure.hpp"
 
 namespace cuvmm::plan {
+
+/// How copy-and-grow allocates: cudaMalloc/cudaFree (a host wait for each copy before the old
+/// buffer is freed) or cudaMallocAsync/cudaFreeAsync from the device's default pool (all ordered
+/// on the stream, no host wait).
+enum class DeviceAllocation { malloc, malloc_async };
 
 class DeviceRuntimeSession {
  public:
@@ -24,8 +35,12 @@ class DeviceRuntimeSession {
 
   /// Fills with cudaMemsetAsync on the session's stream; finish() synchronizes that stream.
   MemoryOps& memory_ops();
-  /// cudaMalloc a buffer `factor` times larger when full, copy, cudaFree the old one.
-  std::unique_ptr<GrowthStrategy> copy_and_grow(double factor);
+  /// The session's stream: fills, copies and stream-ordered allocations go on it.
+  [[nodiscard]] Stream stream() const;
+  /// Allocate a buffer `factor` times larger when full, copy, free the old one.
+  std::unique_ptr<GrowthStrategy> copy_and_grow(double factor, DeviceAllocation allocation = DeviceAllocation::malloc);
+  /// thrust::device_vector<uint8_t>::resize (thrust's own growth; value-initializes new bytes).
+  std::unique_ptr<GrowthStrategy> thrust_vector();
   /// One cudaMalloc of `capacity` bytes made now (outside any timing): the physical limit.
   std::unique_ptr<GrowthStrategy> preallocated(std::size_t capacity);
   /// cudaMallocAsync/cudaFreeAsync on the stream; held = the default pool's reserved memory
@@ -40,5 +55,15 @@ class DeviceRuntimeSession {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+/// The growth strategies measured on this backend, by name: the growable ones everywhere, the CUDA
+/// runtime baselines only with a GPU (`device`).
+std::vector<std::string> growth_strategy_names(bool device);
+
+/// A new growth strategy by its name (measure.hpp lists the names). `target_bytes` sizes the
+/// preallocated buffer. Throws std::invalid_argument for an unknown name or a baseline asked for
+/// without `device`; std::bad_alloc when a preallocated buffer does not fit.
+std::unique_ptr<GrowthStrategy> make_growth_strategy(std::string_view name, Backend& backend,
+                                                     DeviceRuntimeSession* device, std::size_t target_bytes);
 
 }  // namespace cuvmm::plan

@@ -1,9 +1,12 @@
 // cuvmm-plan: capacity planning for cuvmm on this machine's GPU (or, without one, on the host
 // backend, which it says plainly). It measures, through cuvmm's public API and the CUDA runtime:
-// driver-call latency by chunk size, growth of a GrowableBuffer (its real policy and fixed chunks
-// of one granule) against cudaMalloc copy-and-grow (2x, 1.5x) and a preallocated buffer, how far a
-// buffer can grow, and a trace replayed against cuvmm::Arena, cudaMallocAsync and cudaMalloc. It
-// prints a short recommendation and, with --out, writes JSON, CSV and (through plot.py and
+// driver-call latency by chunk size and by thread count; growth of a GrowableBuffer (its real
+// policy and fixed chunks of one granule) against copy-and-grow with cudaMalloc (2x, 1.5x) and
+// cudaMallocAsync (2x), thrust::device_vector and a preallocated buffer, each growth in a fresh
+// process and repeated (the median run is reported); how far a buffer can grow; and a trace
+// replayed against cuvmm::Arena, cudaMallocAsync, cudaMalloc and, where python3 has PyTorch with
+// CUDA, PyTorch's caching allocator (bench/torch_trace.py, with and without expandable segments).
+// It prints a short recommendation and, with --out, writes JSON, CSV and (through plot.py and
 // matplotlib) PNG plots.
 //
 // Exit status: 0 when the run finished (also on the host backend, and when plots could not be made,
@@ -50,32 +53,32 @@ using cuvmm::MiB;
 
 constexpr std::string_view usage =
     "usage: cuvmm-plan [--profile quick|full] [--out DIR] [--trace FILE] [--backend auto|cuda|host]\n"
-    "                  [--no-plots] [--help]\n"
+    "                  [--runs N] [--no-plots] [--no-torch] [--help]\n"
     "\n"
     "Measures what growing GPU memory costs on this machine and prints a recommendation: chunk size,\n"
     "largest buffer, growth cost per GiB.\n"
     "\n"
     "  --profile quick|full  quick (default): meant to take about a minute on a GPU, seconds on\n"
     "                        the host.\n"
-    "                        full: chunk sizes 2 MiB..4 GiB, growth to 1, 8, 64 and 120 GiB.\n"
-    "  --out DIR             write plan.json, driver_calls.csv, growth.csv, trace_memory.csv, the\n"
-    "                        replayed trace (trace.csv when generated) and PNG plots (plot.py,\n"
-    "                        needs python3 with matplotlib) into DIR\n"
+    "                        full: chunk sizes 2 MiB..4 GiB, growth to 1, 8, 64 and 120 GiB,\n"
+    "                        3 runs of each growth.\n"
+    "  --out DIR             write plan.json, driver_calls.csv, driver_threads.csv, growth.csv,\n"
+    "                        trace_memory.csv, the replayed trace (trace.csv when generated)\n"
+    "                        and PNG plots (plot.py, needs python3 with matplotlib) into DIR\n"
     "  --trace FILE          replay this trace: cuvmm's CSV (op,id,bytes) or RMM's allocation log\n"
     "                        (Thread,Time,Action,Pointer,Size,Stream); default: a generated one\n"
     "  --backend B           auto (default): the GPU when there is one, else the host backend;\n"
     "                        host: the host backend even with a GPU; cuda: fail without a GPU\n"
+    "  --runs N              run each growth N times (each in a fresh process) and report the\n"
+    "                        median run (default: 1 for quick, 3 for full)\n"
     "  --no-plots            do not run plot.py\n"
+    "  --no-torch            do not replay the trace through PyTorch (done by default where\n"
+    "                        python3 has PyTorch with CUDA; bench/torch_trace.py)\n"
     "  --growth-case S:T:A   internal: measure one growth (strategy S to T bytes in A-byte appends)\n"
     "                        and print its row; cuvmm-plan runs each growth so, in a fresh process\n"
     "\n"
     "Exit status: 0 when the run finished, 1 when a measurement or output failed, 2 on a bad\n"
     "command line or trace.\n";
-
-struct GrowthCase {
-  std::size_t target_bytes;
-  std::size_t append_bytes;
-};
 
 struct Options {
   std::string profile = "quick";
@@ -83,6 +86,8 @@ struct Options {
   std::string trace_path;
   std::string backend = "auto";
   bool plots = true;
+  bool torch = true;
+  std::size_t runs = 0;  ///< growth runs per case; 0: the profile's
   /// Internal (--growth-case STRATEGY:TARGET:APPEND): measure only this growth and print its row.
   /// cuvmm-plan runs every growth this way, each in a fresh process of its own: the driver finishes
   /// large frees lazily, at later allocations, so a growth measured after others in one process
@@ -95,7 +100,11 @@ struct Options {
 struct Profile {
   std::vector<std::size_t> chunk_sizes;
   std::size_t driver_iterations = 0;
+  std::vector<std::size_t> thread_chunk_sizes;  ///< driver calls by thread count, at these chunk sizes
+  std::vector<std::size_t> thread_counts;
+  std::size_t thread_iterations = 0;            ///< cycles per thread
   std::vector<GrowthCase> growth_cases;
+  std::size_t growth_runs = 1;
   std::size_t reach_step = 0;
   std::size_t trace_allocations = 0;
   std::size_t trace_live_bytes = 0;
@@ -112,10 +121,12 @@ Profile make_profile(bool full, bool device, std::size_t free_bytes) {
     for (std::size_t s = 2 * MiB; s <= largest_chunk; s *= full ? 2 : 4) p.chunk_sizes.push_back(s);
     if (p.chunk_sizes.back() != largest_chunk) p.chunk_sizes.push_back(largest_chunk);
     p.driver_iterations = full ? 20 : 5;
+    p.thread_chunk_sizes = full ? std::vector<std::size_t>{2 * MiB, 64 * MiB, 1 * GiB} : std::vector<std::size_t>{2 * MiB};
+    p.thread_counts = {1, 2, 4, 8};
+    p.thread_iterations = full ? 20 : 10;
+    p.growth_runs = full ? 3 : 1;
     if (full) {
-      p.growth_cases = {{1 * GiB, 4 * KiB},   {1 * GiB, 1 * MiB},   {8 * GiB, 1 * MiB},  {1 * GiB, 64 * MiB},
-                        {8 * GiB, 64 * MiB},  {64 * GiB, 64 * MiB}, {120 * GiB, 64 * MiB}, {8 * GiB, 1 * GiB},
-                        {64 * GiB, 1 * GiB},  {120 * GiB, 1 * GiB}};
+      p.growth_cases = device_growth_cases();
     } else {
       p.growth_cases = {{256 * MiB, 4 * KiB}, {1 * GiB, 1 * MiB}, {4 * GiB, 64 * MiB}};
     }
@@ -127,6 +138,10 @@ Profile make_profile(bool full, bool device, std::size_t free_bytes) {
     std::size_t const largest_chunk = full ? 512 * MiB : 128 * MiB;
     for (std::size_t s = 2 * MiB; s <= largest_chunk; s *= 4) p.chunk_sizes.push_back(s);
     p.driver_iterations = full ? 10 : 5;
+    p.thread_chunk_sizes = {2 * MiB};
+    p.thread_counts = {1, 2, 4, 8};
+    p.thread_iterations = 5;
+    p.growth_runs = full ? 3 : 1;
     if (full) {
       p.growth_cases = {{256 * MiB, 4 * KiB}, {1 * GiB, 1 * MiB}, {1 * GiB, 64 * MiB}};
     } else {
@@ -170,6 +185,14 @@ Options parse_options(int argc, char** argv) {
       }
     } else if (arg == "--no-plots") {
       o.plots = false;
+    } else if (arg == "--no-torch") {
+      o.torch = false;
+    } else if (arg == "--runs") {
+      std::string const text = value(arg);
+      char* end = nullptr;
+      unsigned long const n = std::strtoul(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || n == 0 || n > 100) usage_error("--runs wants a count from 1 to 100, not '" + text + "'");
+      o.runs = n;
     } else if (arg == "--growth-case") {
       std::string const spec = value(arg);
       char strategy[64] = {};
@@ -223,10 +246,22 @@ std::optional<GrowthRow> decode_growth_row(const std::string& text) {
   return r;
 }
 
-/// Runs this program again with `args` and returns what it wrote to stdout; throws
-/// std::runtime_error when it cannot be started or does not exit with 0.
-std::string run_self(std::vector<std::string> args) {
-  args.insert(args.begin(), "/proc/self/exe");
+/// Writes `path` through `writer`; throws std::runtime_error if the file cannot be written.
+void write_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& writer) {
+  std::ofstream out(path);
+  writer(out);
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+/// What a child process wrote to stdout, and how it ended.
+struct ChildResult {
+  int status = 0;       ///< exit status; 127 when it could not be started, -1 when it did not exit
+  std::string output;   ///< its stdout (stderr is this program's)
+};
+
+/// Runs `args` (args[0] searched on PATH when it has no slash) and collects its stdout.
+ChildResult run_child(std::vector<std::string> args) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -237,80 +272,105 @@ std::string run_self(std::vector<std::string> args) {
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, out[0]);
   pid_t pid = 0;
-  int const spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  int const spawned = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
-  std::string text;
+  ChildResult result;
   if (spawned == 0) {
     char buffer[4096];
     for (ssize_t n; (n = read(out[0], buffer, sizeof buffer)) != 0;) {
-      if (n > 0) text.append(buffer, static_cast<std::size_t>(n));
+      if (n > 0) result.output.append(buffer, static_cast<std::size_t>(n));
       else if (errno != EINTR) break;
     }
   }
   close(out[0]);
-  if (spawned != 0) throw std::runtime_error("cannot start " + args[1] + " " + args[2] + " in a new process");
+  if (spawned != 0) {
+    result.status = 127;
+    return result;
+  }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error("the growth measurement " + args.back() + " failed in its own process");
-  }
-  return text;
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
 }
 
-/// Runs `python` (searched on PATH when it has no slash) with `args`; its exit status, 127 when it
-/// could not be started, -1 when it did not exit normally.
-int run_python(const std::string& python, std::vector<std::string> args) {
-  args.insert(args.begin(), python);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return 127;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+/// Runs this program again with `args` and returns what it wrote to stdout; throws
+/// std::runtime_error when it cannot be started or does not exit with 0.
+std::string run_self(std::vector<std::string> args) {
+  args.insert(args.begin(), "/proc/self/exe");
+  ChildResult const child = run_child(args);
+  if (child.status == 127) throw std::runtime_error("cannot start " + args[1] + " " + args[2] + " in a new process");
+  if (child.status != 0) throw std::runtime_error("the growth measurement " + args.back() + " failed in its own process");
+  return child.output;
 }
 
-/// Runs plot.py DIR with the first Python that has matplotlib: $CUVMM_PLAN_PYTHON, python3 on
-/// PATH, then the system's /usr/bin/python3 (where Debian's python3-matplotlib is, when PATH
-/// starts with another Python). Returns a sentence saying what happened.
-std::string run_plots(const std::string& out_dir) {
-  std::string script;
-  const char* const scripts[] = {std::getenv("CUVMM_PLAN_PLOT_SCRIPT"), CUVMM_PLAN_PLOT_SOURCE,
-                                 CUVMM_PLAN_PLOT_INSTALLED};
-  for (const char* candidate : scripts) {
-    if (candidate != nullptr && std::filesystem::exists(candidate)) {
-      script = candidate;
-      break;
-    }
+/// The first of $`environment_variable`, the source tree's copy and the installed copy that exists.
+std::string find_script(const char* environment_variable, const char* source, const char* installed) {
+  for (const char* candidate : {static_cast<const char*>(std::getenv(environment_variable)), source, installed}) {
+    if (candidate != nullptr && std::filesystem::exists(candidate)) return candidate;
   }
-  if (script.empty()) return "plots not made: plot.py was not found (set CUVMM_PLAN_PLOT_SCRIPT)";
+  return {};
+}
+
+/// The first Python that runs `script --check` with exit status 0: $CUVMM_PLAN_PYTHON, python3 on
+/// PATH, then the system's /usr/bin/python3 (where Debian's packages are, when PATH starts with
+/// another Python). `found_python` says whether any Python could be started at all.
+std::optional<std::string> python_for(const std::string& script, bool& found_python) {
   std::vector<std::string> pythons;
   if (const char* chosen = std::getenv("CUVMM_PLAN_PYTHON")) pythons.emplace_back(chosen);
   pythons.emplace_back("python3");
   pythons.emplace_back("/usr/bin/python3");
-  bool any_python = false;
+  found_python = false;
   for (auto const& python : pythons) {
-    int const status = run_python(python, {script, "--check"});
+    int const status = run_child({python, script, "--check"}).status;
     if (status == 127) continue;
-    any_python = true;
-    if (status != 0) continue;  // no matplotlib in this one
-    if (run_python(python, {script, out_dir}) == 0) return "plots written by " + script + " (" + python + ")";
-    return "plots not made: " + script + " failed (see its message above)";
+    found_python = true;
+    if (status == 0) return python;
   }
-  if (!any_python) return "plots not made: python3 was not found (Debian: apt-get install python3 python3-matplotlib)";
-  return "plots not made: python3 has no matplotlib (Debian: apt-get install python3-matplotlib)";
+  return std::nullopt;
 }
 
-/// Writes `path` through `writer`; throws std::runtime_error if the file cannot be written.
-void write_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& writer) {
-  std::ofstream out(path);
-  writer(out);
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + path.string());
+/// Runs plot.py DIR with the first Python that has matplotlib. Returns a sentence saying what happened.
+std::string run_plots(const std::string& out_dir) {
+  std::string const script = find_script("CUVMM_PLAN_PLOT_SCRIPT", CUVMM_PLAN_PLOT_SOURCE, CUVMM_PLAN_PLOT_INSTALLED);
+  if (script.empty()) return "plots not made: plot.py was not found (set CUVMM_PLAN_PLOT_SCRIPT)";
+  bool found_python = false;
+  std::optional<std::string> const python = python_for(script, found_python);
+  if (!found_python) return "plots not made: python3 was not found (Debian: apt-get install python3 python3-matplotlib)";
+  if (!python) return "plots not made: python3 has no matplotlib (Debian: apt-get install python3-matplotlib)";
+  if (run_child({*python, script, out_dir}).status == 0) return "plots written by " + script + " (" + *python + ")";
+  return "plots not made: " + script + " failed (see its message above)";
+}
+
+/// Replays `trace` through PyTorch's caching allocator (torch_trace.py, default and expandable
+/// segments, each in a process of its own) when a Python with PyTorch and CUDA is found. Adds its
+/// replays to `m`, or a note saying why there are none.
+void replay_on_torch(const Trace& trace, std::size_t timeline_points, Measurements& m) {
+  std::string const script = find_script("CUVMM_PLAN_TORCH_SCRIPT", CUVMM_PLAN_TORCH_SOURCE, CUVMM_PLAN_TORCH_INSTALLED);
+  if (script.empty()) {
+    m.notes.push_back("PyTorch not replayed: torch_trace.py was not found (set CUVMM_PLAN_TORCH_SCRIPT)");
+    return;
+  }
+  bool found_python = false;
+  std::optional<std::string> const python = python_for(script, found_python);
+  if (!python) {
+    m.notes.push_back("PyTorch not replayed: no python3 here has PyTorch with CUDA (or set CUVMM_PLAN_PYTHON)");
+    return;
+  }
+  std::filesystem::path const csv =
+      std::filesystem::temp_directory_path() / ("cuvmm-plan-trace-" + std::to_string(getpid()) + ".csv");
+  write_file(csv, [&](std::ostream& out) { cuvmm::bench::write_trace_csv(out, trace.ops); });
+  ChildResult const child = run_child({*python, script, csv.string(), "--plan", std::to_string(timeline_points)});
+  std::filesystem::remove(csv);
+  if (child.status != 0) {
+    m.notes.push_back("PyTorch replay failed: " + script + " exited with " + std::to_string(child.status) +
+                      " (its message is above)");
+    return;
+  }
+  std::vector<ReplayResult> replays = decode_replays(child.output);
+  if (replays.empty()) throw std::runtime_error(script + " --plan printed no replay");
+  for (auto& replay : replays) m.replays.push_back(std::move(replay));
 }
 
 int run(const Options& options) {
@@ -366,17 +426,10 @@ int run(const Options& options) {
 
   HostFills host_fills;
   MemoryOps& fills = on_device ? device->memory_ops() : static_cast<MemoryOps&>(host_fills);
-  cuvmm::GrowableOptions fixed;
-  fixed.max_chunk_bytes = m.granularity;  // the policy's cap at one granule: every chunk is one granule
   // One growth, timed, then (on a device) again for its peak device memory in use, untimed.
   auto const grow = [&](const std::string& name, GrowthCase c) {
-    std::function<std::unique_ptr<GrowthStrategy>()> make;
-    if (name == growable_policy_name) make = [&] { return make_growable_strategy(*backend); };
-    if (name == growable_fixed_name) make = [&] { return make_growable_strategy(*backend, fixed); };
-    if (device && name == copy_grow_2x_name) make = [&] { return device->copy_and_grow(2.0); };
-    if (device && name == copy_grow_1_5x_name) make = [&] { return device->copy_and_grow(1.5); };
-    if (device && name == preallocated_name) make = [&] { return device->preallocated(c.target_bytes); };
-    if (!make) throw std::runtime_error("no growth strategy '" + name + "' on this backend");
+    DeviceRuntimeSession* const session = device ? &*device : nullptr;
+    auto const make = [&] { return make_growth_strategy(name, *backend, session, c.target_bytes); };
     GrowthRow row{name, c.target_bytes, c.append_bytes, "out_of_memory"};
     try {
       auto strategy = make();
@@ -413,28 +466,48 @@ int run(const Options& options) {
   }
   m.trace_ops = trace.ops.size();
 
-  std::size_t const strategies_per_case = on_device ? 5 : 2;
-  std::size_t const total_steps = profile.chunk_sizes.size() + profile.growth_cases.size() * strategies_per_case + 1 +
-                                  (on_device ? 3 : 1);
+  std::vector<std::string> const strategies = growth_strategy_names(on_device);
+  std::size_t const runs = options.runs != 0 ? options.runs : profile.growth_runs;
+  bool const torch = on_device && options.torch;
+  std::size_t const total_steps = profile.chunk_sizes.size() +
+                                  profile.thread_chunk_sizes.size() * profile.thread_counts.size() +
+                                  runs * profile.growth_cases.size() * strategies.size() + 1 + (on_device ? 3 : 1) +
+                                  (torch ? 1 : 0);
   Progress progress(total_steps, isatty(STDERR_FILENO) == 1);
 
-  // 1. Driver calls by chunk size.
+  // 1. Driver calls by chunk size, then by thread count.
   m.driver_calls = measure_driver_calls(*backend, profile.chunk_sizes, profile.driver_iterations,
                                         [&](std::size_t bytes) { progress.step("driver calls, " + human_bytes(bytes) + " chunks"); });
+  for (std::size_t const chunk : profile.thread_chunk_sizes) {
+    auto rows = measure_driver_threads(*backend, chunk, profile.thread_counts, profile.thread_iterations,
+                                       [&](std::size_t threads) {
+                                         progress.step("driver calls, " + human_bytes(chunk) + " chunks, " +
+                                                       std::to_string(threads) + " threads");
+                                       });
+    m.driver_threads.insert(m.driver_threads.end(), rows.begin(), rows.end());
+  }
 
-  // 2. Growth: every strategy on every case, each in a fresh process (see Options::growth_strategy).
-  std::vector<std::string> strategies{growable_policy_name, growable_fixed_name};
-  if (device) strategies.insert(strategies.end(), {copy_grow_2x_name, copy_grow_1_5x_name, preallocated_name});
-  for (GrowthCase const& c : profile.growth_cases) {
-    for (std::string const& name : strategies) {
-      progress.step(case_label(name.c_str(), c));
-      std::string const spec = name + ":" + std::to_string(c.target_bytes) + ":" + std::to_string(c.append_bytes);
-      std::string const said = run_self({"--backend", on_device ? "cuda" : "host", "--growth-case", spec});
-      std::optional<GrowthRow> row = decode_growth_row(said);
-      if (!row) throw std::runtime_error("the growth measurement " + spec + " printed no result");
-      m.growth.push_back(std::move(*row));
+  // 2. Growth: every strategy on every case, `runs` times, each in a fresh process (see
+  //    Options::growth_strategy). The runs of a case are spread over the whole phase, not back to
+  //    back, so that a slow spell of the machine does not fall on one case's every run.
+  std::vector<std::vector<GrowthRow>> case_runs(profile.growth_cases.size() * strategies.size());
+  for (std::size_t run = 1; run <= runs; ++run) {
+    for (std::size_t c = 0; c < profile.growth_cases.size(); ++c) {
+      for (std::size_t s = 0; s < strategies.size(); ++s) {
+        GrowthCase const& growth = profile.growth_cases[c];
+        std::string label = case_label(strategies[s].c_str(), growth);
+        if (runs > 1) label += ", run " + std::to_string(run) + " of " + std::to_string(runs);
+        progress.step(label);
+        std::string const spec = strategies[s] + ":" + std::to_string(growth.target_bytes) + ":" +
+                                 std::to_string(growth.append_bytes);
+        std::string const said = run_self({"--backend", on_device ? "cuda" : "host", "--growth-case", spec});
+        std::optional<GrowthRow> row = decode_growth_row(said);
+        if (!row) throw std::runtime_error("the growth measurement " + spec + " printed no result");
+        case_runs[c * strategies.size() + s].push_back(std::move(*row));
+      }
     }
   }
+  for (auto& rows : case_runs) m.growth.push_back(median_run(std::move(rows)));
 
   // 3. Reach.
   progress.step("reach: growing one buffer until the " + std::string(on_device ? "device" : "simulated device") +
@@ -459,8 +532,13 @@ int run(const Options& options) {
       auto plain = device->cuda_malloc();
       m.replays.push_back(replay_trace("cudaMalloc", *plain, trace, timeline_points));
     }
+    if (torch) {
+      progress.step("trace replay on PyTorch's caching allocator (python3, bench/torch_trace.py)");
+      replay_on_torch(trace, timeline_points, m);
+    }
   } else {
-    m.notes.push_back("host backend: no GPU, so no cudaMalloc, cudaMallocAsync or copy-and-grow baselines");
+    m.notes.push_back("host backend: no GPU, so no cudaMalloc, cudaMallocAsync, thrust, copy-and-grow or PyTorch "
+                      "baselines");
   }
   if (trace.failed_allocations_skipped != 0) {
     m.notes.push_back(std::to_string(trace.failed_allocations_skipped) +
@@ -474,6 +552,7 @@ int run(const Options& options) {
     std::filesystem::create_directories(dir);
     write_file(dir / "plan.json", [&](std::ostream& out) { write_json(out, m, recommendation); });
     write_file(dir / "driver_calls.csv", [&](std::ostream& out) { write_driver_calls_csv(out, m); });
+    write_file(dir / "driver_threads.csv", [&](std::ostream& out) { write_driver_threads_csv(out, m); });
     write_file(dir / "growth.csv", [&](std::ostream& out) { write_growth_csv(out, m); });
     write_file(dir / "trace_memory.csv", [&](std::ostream& out) { write_trace_memory_csv(out, m); });
     if (!file_trace) write_file(dir / "trace.csv", [&](std::ostream& out) { cuvmm::bench::write_trace_csv(out, trace.ops); });
@@ -486,12 +565,14 @@ int run(const Options& options) {
 
   std::printf("%s", format_recommendation(recommendation, m).c_str());
   for (auto const& replay : m.replays) {
-    std::printf("  trace on %-16s peak held %s for %s requested at peak; mean utilization %.2f; %zu failed\n",
+    std::printf("  trace on %-29s peak held %s for %s requested at peak; mean utilization %.2f; %zu failed\n",
                 replay.allocator.c_str(), human_bytes(replay.peak_held_bytes).c_str(),
                 human_bytes(replay.peak_requested_bytes).c_str(), replay.mean_utilization, replay.failed_allocations);
   }
+  for (auto const& note : m.notes) std::printf("  note: %s\n", note.c_str());
   if (!options.out_dir.empty()) {
-    std::printf("Results: %s (plan.json, driver_calls.csv, growth.csv, trace_memory.csv)\n", options.out_dir.c_str());
+    std::printf("Results: %s (plan.json, driver_calls.csv, driver_threads.csv, growth.csv, trace_memory.csv)\n",
+                options.out_dir.c_str());
     if (!plots_said.empty()) std::printf("%s\n", plots_said.c_str());
   }
   return 0;

@@ -5,9 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <exception>
+#include <latch>
 #include <new>
+#include <sstream>
+#include <thread>
 #include <unordered_map>
 
+#include <cuvmm/address_range.hpp>
 #include <cuvmm/error.hpp>
 
 namespace cuvmm::plan {
@@ -92,6 +98,30 @@ std::unique_ptr<TraceAllocator> make_arena_allocator(Backend& backend, ArenaOpti
   return std::make_unique<ArenaAllocator>(backend, std::move(options));
 }
 
+std::vector<GrowthCase> device_growth_cases() {
+  return {{1 * GiB, 4 * KiB},    {1 * GiB, 1 * MiB},   {8 * GiB, 1 * MiB},   {1 * GiB, 64 * MiB},
+          {8 * GiB, 64 * MiB},   {64 * GiB, 64 * MiB}, {120 * GiB, 64 * MiB}, {8 * GiB, 1 * GiB},
+          {64 * GiB, 1 * GiB},   {120 * GiB, 1 * GiB}};
+}
+
+GrowthRow median_run(std::vector<GrowthRow> runs) {
+  if (runs.empty()) throw_invalid_argument("median_run", "no runs");
+  for (auto const& run : runs) {
+    if (run.strategy != runs.front().strategy || run.target_bytes != runs.front().target_bytes ||
+        run.append_bytes != runs.front().append_bytes) {
+      throw_invalid_argument("median_run", "runs of different growths: " + runs.front().strategy + " and " +
+                                               run.strategy);
+    }
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](GrowthRow const& a, GrowthRow const& b) { return a.total_seconds < b.total_seconds; });
+  GrowthRow row = runs[(runs.size() - 1) / 2];
+  row.runs = runs.size();
+  row.min_total_seconds = runs.front().total_seconds;
+  row.max_total_seconds = runs.back().total_seconds;
+  return row;
+}
+
 GrowthRow measure_growth(std::string name, GrowthStrategy& strategy, std::size_t target_bytes,
                          std::size_t append_bytes, MemoryOps& ops) {
   if (append_bytes == 0) throw_invalid_argument("measure_growth", "appends of 0 bytes never reach a size");
@@ -124,6 +154,7 @@ GrowthRow measure_growth(std::string name, GrowthStrategy& strategy, std::size_t
   row.bytes_copied = strategy.bytes_copied();
   row.chunks = strategy.chunks();
   row.growth_seconds = strategy.growth_seconds();
+  row.min_total_seconds = row.max_total_seconds = row.total_seconds;
   return row;
 }
 
@@ -152,44 +183,121 @@ std::size_t measure_peak_in_use(const std::function<std::unique_ptr<GrowthStrate
   return peak - *baseline;
 }
 
+namespace {
+
+/// Each driver call's times, one sample per call.
+struct CallSamples {
+  std::vector<double> create, map, set_access, unmap, release;
+
+  void append(const CallSamples& other) {
+    for (auto [to, from] : {std::pair{&create, &other.create}, std::pair{&map, &other.map},
+                            std::pair{&set_access, &other.set_access}, std::pair{&unmap, &other.unmap},
+                            std::pair{&release, &other.release}}) {
+      to->insert(to->end(), from->begin(), from->end());
+    }
+  }
+};
+
+/// The latency statistics of each call (a DriverCallRow or a DriverThreadsRow) from its samples.
+template <class Row>
+void set_latencies(Row& row, const CallSamples& samples) {
+  row.create = latency_stats(samples.create);
+  row.map = latency_stats(samples.map);
+  row.set_access = latency_stats(samples.set_access);
+  row.unmap = latency_stats(samples.unmap);
+  row.release = latency_stats(samples.release);
+}
+
+/// `iterations` cycles of create, map, set access, unmap and release of one `range.size()` chunk
+/// at `range`; each call's time is added to `samples`. Whatever fails, nothing is left mapped or held.
+void time_cycles(Backend& backend, const AddressRange& range, std::size_t iterations, CallSamples& samples) {
+  ChunkProperties const props{};
+  AccessGrant const grants[] = {{0, Access::read_write}};
+  std::size_t const bytes = range.size();
+  for (std::size_t i = 0; i < iterations; ++i) {
+    ChunkHandle chunk{};
+    samples.create.push_back(timed([&] { chunk = backend.create_chunk(bytes, props); }));
+    try {
+      samples.map.push_back(timed([&] { backend.map(range.base(), bytes, chunk); }));
+      try {
+        samples.set_access.push_back(timed([&] { backend.set_access(range.base(), bytes, grants); }));
+      } catch (...) {
+        backend.unmap(range.base(), bytes);
+        throw;
+      }
+      samples.unmap.push_back(timed([&] { backend.unmap(range.base(), bytes); }));
+    } catch (...) {
+      backend.release_chunk(chunk);
+      throw;
+    }
+    samples.release.push_back(timed([&] { backend.release_chunk(chunk); }));
+  }
+}
+
+}  // namespace
+
 std::vector<DriverCallRow> measure_driver_calls(Backend& backend, std::span<const std::size_t> chunk_sizes,
                                                 std::size_t iterations,
                                                 const std::function<void(std::size_t)>& before_each) {
+  std::size_t const granularity = backend.granularity({}, GranularityKind::minimum);
   std::vector<DriverCallRow> rows;
-  ChunkProperties const props{};
-  std::size_t const granularity = backend.granularity(props, GranularityKind::minimum);
-  AccessGrant const grants[] = {{0, Access::read_write}};
   for (std::size_t const requested : chunk_sizes) {
     std::size_t const bytes = round_up(requested, granularity);
     if (before_each) before_each(bytes);
-    Address const range = backend.reserve(bytes, 0);
-    std::vector<double> create, map, access, unmap, release;
-    try {
-      for (std::size_t i = 0; i < iterations; ++i) {
-        ChunkHandle chunk{};
-        create.push_back(timed([&] { chunk = backend.create_chunk(bytes, props); }));
+    AddressRange const range(backend, bytes);
+    CallSamples samples;
+    time_cycles(backend, range, iterations, samples);
+    DriverCallRow row;
+    row.chunk_bytes = bytes;
+    set_latencies(row, samples);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::vector<DriverThreadsRow> measure_driver_threads(Backend& backend, std::size_t chunk_bytes,
+                                                     std::span<const std::size_t> thread_counts,
+                                                     std::size_t iterations,
+                                                     const std::function<void(std::size_t)>& before_each) {
+  std::size_t const bytes = round_up(chunk_bytes, backend.granularity({}, GranularityKind::minimum));
+  std::vector<DriverThreadsRow> rows;
+  for (std::size_t const threads : thread_counts) {
+    if (threads == 0) throw_invalid_argument("measure_driver_threads", "0 threads make no calls");
+    if (before_each) before_each(threads);
+    std::vector<AddressRange> ranges;  // reserved before the clock starts
+    for (std::size_t t = 0; t < threads; ++t) ranges.emplace_back(backend, bytes);
+    std::vector<CallSamples> samples(threads);
+    std::vector<std::exception_ptr> errors(threads);
+    std::latch ready(static_cast<std::ptrdiff_t>(threads));
+    std::latch go(1);
+    std::vector<std::thread> workers;
+    for (std::size_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        ready.count_down();
+        go.wait();
         try {
-          map.push_back(timed([&] { backend.map(range, bytes, chunk); }));
-          try {
-            access.push_back(timed([&] { backend.set_access(range, bytes, grants); }));
-          } catch (...) {
-            backend.unmap(range, bytes);
-            throw;
-          }
-          unmap.push_back(timed([&] { backend.unmap(range, bytes); }));
+          time_cycles(backend, ranges[t], iterations, samples[t]);
         } catch (...) {
-          backend.release_chunk(chunk);
-          throw;
+          errors[t] = std::current_exception();
         }
-        release.push_back(timed([&] { backend.release_chunk(chunk); }));
-      }
-    } catch (...) {
-      backend.free_range(range, bytes);
-      throw;
+      });
     }
-    backend.free_range(range, bytes);
-    rows.push_back({bytes, latency_stats(create), latency_stats(map), latency_stats(access), latency_stats(unmap),
-                    latency_stats(release)});
+    ready.wait();
+    auto const start = clock_type::now();
+    go.count_down();
+    for (auto& worker : workers) worker.join();
+    double const wall = seconds_since(start);
+    for (auto const& error : errors) {
+      if (error) std::rethrow_exception(error);
+    }
+    CallSamples all;
+    for (auto const& s : samples) all.append(s);
+    DriverThreadsRow row;
+    row.threads = threads;
+    row.chunk_bytes = bytes;
+    set_latencies(row, all);
+    row.cycles_per_second = static_cast<double>(threads * iterations) / wall;
+    rows.push_back(row);
   }
   return rows;
 }
@@ -260,6 +368,53 @@ ReplayResult replay_trace(std::string name, TraceAllocator& allocator, const Tra
   result.peak_held_bytes = allocator.exact_peak_held_bytes().value_or(sampled_peak);
   result.mean_utilization = utilization_points == 0 ? 0 : utilization_sum / static_cast<double>(utilization_points);
   return result;
+}
+
+std::string encode_replay(const ReplayResult& r) {
+  std::string text;
+  char line[256];
+  std::snprintf(line, sizeof line, "replay %s %zu %zu %.9g %zu %zu %.9g\n", r.allocator.c_str(), r.ops,
+                r.failed_allocations, r.seconds, r.peak_requested_bytes, r.peak_held_bytes, r.mean_utilization);
+  text += line;
+  for (auto const& p : r.timeline) {
+    std::snprintf(line, sizeof line, "point %zu %zu %zu\n", p.op_index, p.requested_bytes, p.held_bytes);
+    text += line;
+  }
+  return text;
+}
+
+std::vector<ReplayResult> decode_replays(const std::string& text) {
+  std::vector<ReplayResult> results;
+  std::istringstream lines(text);
+  std::string line;
+  for (std::size_t number = 1; std::getline(lines, line); ++number) {
+    auto bad = [&](const char* what) {
+      throw_invalid_argument("decode_replays", "line " + std::to_string(number) + ": " + what + ": '" + line + "'");
+    };
+    if (line.starts_with("replay ")) {
+      char name[128] = {};
+      ReplayResult r;
+      int consumed = 0;
+      if (std::sscanf(line.c_str(), "replay %127s %zu %zu %lg %zu %zu %lg%n", name, &r.ops, &r.failed_allocations,
+                      &r.seconds, &r.peak_requested_bytes, &r.peak_held_bytes, &r.mean_utilization, &consumed) != 7 ||
+          static_cast<std::size_t>(consumed) != line.size()) {
+        bad("a replay line wants NAME OPS FAILED SECONDS PEAK_REQUESTED PEAK_HELD MEAN_UTILIZATION");
+      }
+      r.allocator = name;
+      results.push_back(std::move(r));
+    } else if (line.starts_with("point ")) {
+      if (results.empty()) bad("a point before any replay line");
+      TimelinePoint p;
+      int consumed = 0;
+      if (std::sscanf(line.c_str(), "point %zu %zu %zu%n", &p.op_index, &p.requested_bytes, &p.held_bytes,
+                      &consumed) != 3 ||
+          static_cast<std::size_t>(consumed) != line.size()) {
+        bad("a point line wants OP_INDEX REQUESTED HELD");
+      }
+      results.back().timeline.push_back(p);
+    }
+  }
+  return results;
 }
 
 }  // namespace cuvmm::plan

@@ -76,8 +76,28 @@ class GrowthStrategy {
   virtual void set_copy_hook(std::function<void()> hook) { (void)hook; }
 };
 
+/// Growth strategy names, as they appear in the JSON, the CSV and the plots.
+inline constexpr const char* growable_policy_name = "growable";               // the real policy
+inline constexpr const char* growable_fixed_name = "growable_fixed_chunks";   // one granule per chunk
+inline constexpr const char* copy_grow_2x_name = "cudaMalloc_copy_grow_2x";
+inline constexpr const char* copy_grow_1_5x_name = "cudaMalloc_copy_grow_1.5x";
+inline constexpr const char* async_copy_grow_2x_name = "cudaMallocAsync_copy_grow_2x";
+inline constexpr const char* thrust_vector_name = "thrust_device_vector";
+inline constexpr const char* preallocated_name = "preallocated";
+
 /// A cuvmm::GrowableStorage used as a byte buffer: its real policy, or with `options` changed.
 std::unique_ptr<GrowthStrategy> make_growable_strategy(Backend& backend, GrowableOptions options = {});
+
+/// One growth: to `target_bytes` in appends of `append_bytes`.
+struct GrowthCase {
+  std::size_t target_bytes = 0;
+  std::size_t append_bytes = 0;
+};
+
+/// The growths measured on a GPU by cuvmm-plan's full profile and by bench_growth: 1, 8, 64 and
+/// 120 GiB in appends of 4 KiB, 1 MiB, 64 MiB and 1 GiB, where the count of appends stays sensible
+/// (4 KiB appends to 1 GiB only, 1 MiB appends to 8 GiB, 1 GiB appends from 8 GiB).
+std::vector<GrowthCase> device_growth_cases();
 
 struct GrowthRow {
   std::string strategy;
@@ -95,7 +115,17 @@ struct GrowthRow {
   /// Device memory in use, sampled after every append (and during copies) in a separate, untimed
   /// pass, minus what was in use before: measure_peak_in_use(). 0 when not measured (host).
   std::size_t peak_in_use_bytes = 0;
+  /// Runs of this case that the row stands for (median_run); their fastest and slowest total time.
+  std::size_t runs = 1;
+  double min_total_seconds = 0;
+  double max_total_seconds = 0;
 };
+
+/// One row for several runs of the same growth: the run with the median total time (the lower of
+/// the two middle ones for an even count), with `runs`, `min_total_seconds` and
+/// `max_total_seconds` over all of them. Throws cuvmm::Error for no runs, or for runs of
+/// different cases.
+GrowthRow median_run(std::vector<GrowthRow> runs);
 
 /// Grows `strategy` to `target_bytes` in appends of `append_bytes`, each filled through `ops`.
 GrowthRow measure_growth(std::string name, GrowthStrategy& strategy, std::size_t target_bytes,
@@ -113,6 +143,23 @@ std::size_t measure_peak_in_use(const std::function<std::unique_ptr<GrowthStrate
 std::vector<DriverCallRow> measure_driver_calls(Backend& backend, std::span<const std::size_t> chunk_sizes,
                                                 std::size_t iterations,
                                                 const std::function<void(std::size_t)>& before_each = {});
+
+/// The same five calls made by several threads at once, each on a chunk and a range of its own.
+struct DriverThreadsRow {
+  std::size_t threads = 0;
+  std::size_t chunk_bytes = 0;
+  LatencyStats create, map, set_access, unmap, release;  ///< over every thread's calls
+  /// Whole create-to-release cycles finished per second by all threads together (wall clock from
+  /// the moment all threads start to the last one done).
+  double cycles_per_second = 0;
+};
+
+/// For each count in `thread_counts`, that many threads each run `iterations` cycles of create,
+/// map, set access, unmap and release of a `chunk_bytes` chunk (rounded up to the granularity).
+std::vector<DriverThreadsRow> measure_driver_threads(Backend& backend, std::size_t chunk_bytes,
+                                                     std::span<const std::size_t> thread_counts,
+                                                     std::size_t iterations,
+                                                     const std::function<void(std::size_t)>& before_each = {});
 
 /// How far a growable buffer with the real policy grows on `backend` in `step_bytes` reserves
 /// (no fills), until the device is full or its whole address range (by default as large as the
@@ -164,5 +211,14 @@ struct ReplayResult {
 
 /// Replays `trace` against `allocator`, sampling held memory at most about `max_points` times.
 ReplayResult replay_trace(std::string name, TraceAllocator& allocator, const Trace& trace, std::size_t max_points);
+
+/// A replay as lines of text, the form in which another process (bench/torch_trace.py replaying
+/// the trace through PyTorch's caching allocator) hands its result to cuvmm-plan:
+///   replay NAME OPS FAILED SECONDS PEAK_REQUESTED PEAK_HELD MEAN_UTILIZATION
+///   point OP_INDEX REQUESTED HELD        (one line per timeline point)
+/// Other lines are ignored. decode_replays throws cuvmm::Error naming the bad line when a
+/// replay or point line is malformed, or when a point comes before any replay line.
+std::string encode_replay(const ReplayResult& result);
+std::vector<ReplayResult> decode_replays(const std::string& text);
 
 }  // namespace cuvmm::plan

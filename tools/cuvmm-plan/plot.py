@@ -3,6 +3,7 @@
 
   growth_time.png     total growth time against size reached, a panel per append size, a line per strategy
   driver_latency.png  median latency of each driver call against chunk size (log-log)
+  driver_threads.png  driver-call cycles per second and median latency against thread count
   trace_memory.png    memory held by each allocator over the replayed trace, and what it asked for
 
 Usage: plot.py DIR, or plot.py --check (exit 0 when matplotlib can be imported).
@@ -50,10 +51,14 @@ def plot_growth(plt, plan, rows, out):
     for ax, append in zip(axes[0], appends):
         for strategy in strategies:
             mine = [r for r in rows if r["strategy"] == strategy and int(r["append_bytes"]) == append]
-            done = sorted((int(r["reached_bytes"]) / GIB, float(r["total_seconds"])) for r in mine if r["status"] == "ok")
+            done = sorted((int(r["reached_bytes"]) / GIB, float(r["total_seconds"]),
+                           float(r.get("min_total_seconds") or r["total_seconds"]),
+                           float(r.get("max_total_seconds") or r["total_seconds"])) for r in mine if r["status"] == "ok")
             if done:
-                xs, ys = zip(*done)
-                ax.plot(xs, ys, marker="o", color=colors[strategy], label=strategy)
+                xs, ys, lows, highs = zip(*done)
+                # The median run, with the fastest and slowest runs as the error bar.
+                ax.errorbar(xs, ys, yerr=([y - lo for y, lo in zip(ys, lows)], [hi - y for y, hi in zip(ys, highs)]),
+                            marker="o", capsize=3, color=colors[strategy], label=strategy)
             for r in mine:
                 if r["status"] != "ok" and int(r["reached_bytes"]) > 0:
                     stopped = True
@@ -100,6 +105,35 @@ def plot_driver(plt, plan, rows, out):
     save(plt, fig, ax, bool(calls), os.path.join(out, "driver_latency.png"))
 
 
+def plot_threads(plt, plan, rows, out):
+    """Left: whole create-to-release cycles per second against threads; right: median latency of
+    each call against threads; a line per chunk size (and call)."""
+    fig, (rate_ax, latency_ax) = plt.subplots(1, 2, figsize=(11, 4.5))
+    rates, latencies = {}, {}
+    for r in rows:
+        chunk, threads = int(r["chunk_bytes"]), int(r["threads"])
+        rates.setdefault(chunk, {})[threads] = float(r["cycles_per_second"])
+        latencies.setdefault((chunk, r["call"]), []).append((threads, float(r["median_us"])))
+    for chunk, by_threads in sorted(rates.items()):
+        xs = sorted(by_threads)
+        rate_ax.plot(xs, [by_threads[x] for x in xs], marker="o", label=f"{human(chunk)} chunks")
+    for (chunk, call), points in sorted(latencies.items()):
+        points.sort()
+        xs, ys = zip(*points)
+        latency_ax.plot(xs, ys, marker=".", label=f"{call}, {human(chunk)}")
+    counts = sorted({int(r["threads"]) for r in rows})
+    for ax in (rate_ax, latency_ax):
+        ax.set_xticks(counts)
+        ax.set_xlabel("threads making driver calls at once")
+    rate_ax.set_ylabel("create..release cycles per second (all threads)")
+    latency_ax.set_yscale("log")
+    latency_ax.set_ylabel("median latency per call (µs)")
+    latency_ax.legend(fontsize=6, ncol=2)
+    latency_ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle(f"Driver calls from several threads on {plan['device']['name']}", fontsize=10)
+    save(plt, fig, rate_ax, bool(rates), os.path.join(out, "driver_threads.png"))
+
+
 def plot_trace(plt, plan, rows, out):
     fig, ax = plt.subplots(figsize=(8, 5))
     by_allocator = {}
@@ -140,14 +174,16 @@ def main(argv):
             plan = json.load(f)
         growth = read_csv(os.path.join(out, "growth.csv"))
         driver = read_csv(os.path.join(out, "driver_calls.csv"))
+        threads = read_csv(os.path.join(out, "driver_threads.csv"))
         trace = read_csv(os.path.join(out, "trace_memory.csv"))
     except (OSError, ValueError, KeyError) as error:
         print(f"plot.py: cannot read the results in {out}: {error}", file=sys.stderr)
         return 2
     plot_growth(plt, plan, growth, out)
     plot_driver(plt, plan, driver, out)
+    plot_threads(plt, plan, threads, out)
     plot_trace(plt, plan, trace, out)
-    print(f"plot.py: wrote growth_time.png, driver_latency.png, trace_memory.png in {out}")
+    print(f"plot.py: wrote growth_time.png, driver_latency.png, driver_threads.png, trace_memory.png in {out}")
     return 0
 
 

@@ -3,6 +3,7 @@
 #include "report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -53,6 +54,27 @@ void write_latency(std::ostream& out, const char* name, const LatencyStats& s) {
       << ", \"samples\": " << s.samples << "}";
 }
 
+/// The five driver calls of a row (DriverCallRow or DriverThreadsRow), by name.
+template <class Row>
+std::array<std::pair<const char*, const LatencyStats*>, 5> calls_of(const Row& row) {
+  return {{{"create", &row.create},
+           {"map", &row.map},
+           {"set_access", &row.set_access},
+           {"unmap", &row.unmap},
+           {"release", &row.release}}};
+}
+
+/// The five calls' latencies as JSON members, separated by commas.
+template <class Row>
+void write_latencies(std::ostream& out, const Row& row) {
+  char const* separator = "";
+  for (auto const& [name, stats] : calls_of(row)) {
+    out << separator;
+    write_latency(out, name, *stats);
+    separator = ", ";
+  }
+}
+
 }  // namespace
 
 Recommendation recommend(const Measurements& m) {
@@ -83,6 +105,22 @@ Recommendation recommend(const Measurements& m) {
   }
   if (const GrowthRow* row = largest_completed(m, copy_grow_2x_name)) {
     r.copy_grow_ms_per_gib = 1e3 * row->total_seconds / gib(row->reached_bytes);
+  }
+  if (!m.driver_threads.empty()) {
+    std::size_t chunk = m.driver_threads.front().chunk_bytes;
+    for (auto const& row : m.driver_threads) chunk = std::min(chunk, row.chunk_bytes);
+    const DriverThreadsRow* one = nullptr;
+    const DriverThreadsRow* most = nullptr;
+    for (auto const& row : m.driver_threads) {
+      if (row.chunk_bytes != chunk) continue;
+      if (row.threads == 1) one = &row;
+      if (most == nullptr || row.threads > most->threads) most = &row;
+    }
+    if (one != nullptr && most != one && one->cycles_per_second > 0) {
+      r.thread_scaling = most->cycles_per_second / one->cycles_per_second;
+      r.thread_scaling_threads = most->threads;
+      r.thread_scaling_chunk_bytes = chunk;
+    }
   }
   return r;
 }
@@ -121,6 +159,12 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
   } else {
     out << "  growth cost:       not measured\n";
   }
+  if (r.thread_scaling) {
+    std::snprintf(line, sizeof line,
+                  "  threads:           %zu threads make %.2fx the driver-call cycles per second of one (%s chunks)\n",
+                  r.thread_scaling_threads, *r.thread_scaling, human_bytes(r.thread_scaling_chunk_bytes).c_str());
+    out << line;
+  }
   return out.str();
 }
 
@@ -133,16 +177,15 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
   for (std::size_t i = 0; i < m.driver_calls.size(); ++i) {
     auto const& row = m.driver_calls[i];
     out << (i ? ",\n" : "\n") << "    {\"chunk_bytes\": " << row.chunk_bytes << ", ";
-    write_latency(out, "create", row.create);
-    out << ", ";
-    write_latency(out, "map", row.map);
-    out << ", ";
-    write_latency(out, "set_access", row.set_access);
-    out << ", ";
-    write_latency(out, "unmap", row.unmap);
-    out << ", ";
-    write_latency(out, "release", row.release);
+    write_latencies(out, row);
     out << ", \"ms_per_gib\": " << number(row.ms_per_gib()) << "}";
+  }
+  out << "\n  ],\n  \"driver_threads\": [";
+  for (std::size_t i = 0; i < m.driver_threads.size(); ++i) {
+    auto const& row = m.driver_threads[i];
+    out << (i ? ",\n" : "\n") << "    {\"threads\": " << row.threads << ", \"chunk_bytes\": " << row.chunk_bytes << ", ";
+    write_latencies(out, row);
+    out << ", \"cycles_per_second\": " << number(row.cycles_per_second) << "}";
   }
   out << "\n  ],\n  \"growth\": [";
   for (std::size_t i = 0; i < m.growth.size(); ++i) {
@@ -154,7 +197,9 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
         << ", \"p99_append_us\": " << number(row.p99_append_us) << ", \"peak_bytes\": " << row.peak_bytes
         << ", \"bytes_copied\": " << row.bytes_copied << ", \"chunks\": " << row.chunks
         << ", \"growth_seconds\": " << number(row.growth_seconds)
-        << ", \"peak_in_use_bytes\": " << row.peak_in_use_bytes << "}";
+        << ", \"peak_in_use_bytes\": " << row.peak_in_use_bytes << ", \"runs\": " << row.runs
+        << ", \"min_total_seconds\": " << number(row.min_total_seconds)
+        << ", \"max_total_seconds\": " << number(row.max_total_seconds) << "}";
   }
   out << "\n  ],\n  \"reach\": ";
   if (m.reach) {
@@ -182,7 +227,9 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
       << ", \"largest_buffer_source\": " << json_string(r.largest_buffer_source)
       << ", \"growth_ms_per_gib\": " << (r.growth_ms_per_gib ? number(*r.growth_ms_per_gib) : "null")
       << ", \"copy_grow_ms_per_gib\": " << (r.copy_grow_ms_per_gib ? number(*r.copy_grow_ms_per_gib) : "null")
-      << "},\n  \"notes\": [";
+      << ", \"thread_scaling\": " << (r.thread_scaling ? number(*r.thread_scaling) : "null")
+      << ", \"thread_scaling_threads\": " << r.thread_scaling_threads
+      << ", \"thread_scaling_chunk_bytes\": " << r.thread_scaling_chunk_bytes << "},\n  \"notes\": [";
   for (std::size_t i = 0; i < m.notes.size(); ++i) out << (i ? ", " : "") << json_string(m.notes[i]);
   out << "]\n}\n";
 }
@@ -190,26 +237,32 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
 void write_driver_calls_csv(std::ostream& out, const Measurements& m) {
   out << "chunk_bytes,call,median_us,p99_us,samples\n";
   for (auto const& row : m.driver_calls) {
-    std::pair<const char*, const LatencyStats*> const calls[] = {{"create", &row.create},
-                                                                 {"map", &row.map},
-                                                                 {"set_access", &row.set_access},
-                                                                 {"unmap", &row.unmap},
-                                                                 {"release", &row.release}};
-    for (auto const& [name, stats] : calls) {
+    for (auto const& [name, stats] : calls_of(row)) {
       out << row.chunk_bytes << ',' << name << ',' << number(stats->median_us) << ',' << number(stats->p99_us) << ','
           << stats->samples << '\n';
     }
   }
 }
 
+void write_driver_threads_csv(std::ostream& out, const Measurements& m) {
+  out << "threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second\n";
+  for (auto const& row : m.driver_threads) {
+    for (auto const& [name, stats] : calls_of(row)) {
+      out << row.threads << ',' << row.chunk_bytes << ',' << name << ',' << number(stats->median_us) << ','
+          << number(stats->p99_us) << ',' << stats->samples << ',' << number(row.cycles_per_second) << '\n';
+    }
+  }
+}
+
 void write_growth_csv(std::ostream& out, const Measurements& m) {
   out << "strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,p99_append_us,peak_bytes,"
-         "bytes_copied,chunks,growth_seconds,peak_in_use_bytes\n";
+         "bytes_copied,chunks,growth_seconds,peak_in_use_bytes,runs,min_total_seconds,max_total_seconds\n";
   for (auto const& row : m.growth) {
     out << row.strategy << ',' << row.target_bytes << ',' << row.append_bytes << ',' << row.status << ','
         << row.reached_bytes << ',' << row.appends << ',' << number(row.total_seconds) << ','
         << number(row.p99_append_us) << ',' << row.peak_bytes << ',' << row.bytes_copied << ',' << row.chunks << ','
-        << number(row.growth_seconds) << ',' << row.peak_in_use_bytes << '\n';
+        << number(row.growth_seconds) << ',' << row.peak_in_use_bytes << ',' << row.runs << ','
+        << number(row.min_total_seconds) << ',' << number(row.max_total_seconds) << '\n';
   }
 }
 

@@ -9,6 +9,7 @@
 //    otherwise the largest size a growable strategy reached in the growth runs.
 //  - growth cost per GiB: total time over GiB reached of the growable buffer's (real policy) largest
 //    growth run that completed, with the same for copy-and-grow (2x) beside it when measured.
+//  - thread scaling: driver-call cycles per second with the most threads measured over one thread.
 #pragma once
 
 #include <cstddef>
@@ -22,13 +23,6 @@
 
 namespace cuvmm::plan {
 
-/// Strategy names, as they appear in the JSON, the CSV and the plots.
-inline constexpr const char* growable_policy_name = "growable";               // the real policy
-inline constexpr const char* growable_fixed_name = "growable_fixed_chunks";   // one granule per chunk
-inline constexpr const char* copy_grow_2x_name = "cudaMalloc_copy_grow_2x";
-inline constexpr const char* copy_grow_1_5x_name = "cudaMalloc_copy_grow_1.5x";
-inline constexpr const char* preallocated_name = "preallocated";
-
 struct Measurements {
   std::string profile;       ///< "quick" or "full"
   std::string backend;       ///< "cuda" or "host"
@@ -37,6 +31,7 @@ struct Measurements {
   std::size_t free_bytes = 0;
   std::size_t granularity = 0;
   std::vector<DriverCallRow> driver_calls;
+  std::vector<DriverThreadsRow> driver_threads;
   std::vector<GrowthRow> growth;
   std::optional<Reach> reach;
   std::string trace_source;  ///< a file, or "generated (...)"
@@ -52,6 +47,11 @@ struct Recommendation {
   std::string largest_buffer_source;        ///< "reach run" or "growth runs"
   std::optional<double> growth_ms_per_gib;  ///< growable buffer, real policy
   std::optional<double> copy_grow_ms_per_gib;
+  /// Driver-call cycles per second with the most threads measured over those with one, at the
+  /// smallest chunk size measured by thread count (how much growing from several threads helps).
+  std::optional<double> thread_scaling;
+  std::size_t thread_scaling_threads = 0;
+  std::size_t thread_scaling_chunk_bytes = 0;
 };
 
 inline constexpr double chunk_cost_tolerance = 1.25;
@@ -63,6 +63,7 @@ std::string format_recommendation(const Recommendation& recommendation, const Me
 
 void write_json(std::ostream& out, const Measurements& measurements, const Recommendation& recommendation);
 void write_driver_calls_csv(std::ostream& out, const Measurements& measurements);
+void write_driver_threads_csv(std::ostream& out, const Measurements& measurements);
 void write_growth_csv(std::ostream& out, const Measurements& measurements);
 void write_trace_memory_csv(std::ostream& out, const Measurements& measurements);
 
