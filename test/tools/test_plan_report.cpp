@@ -144,6 +144,37 @@ TEST_CASE("thread scaling compares the most threads with one, at the smallest ch
   CHECK_THAT(format_recommendation(recommend(m), m), !ContainsSubstring("threads:"));
 }
 
+TEST_CASE("growth ratios put each completed growth against the baselines of the same case", "[plan][report]") {
+  Measurements m;
+  m.growth = {growth_row(growable_policy_name, 64 * GiB, 64 * MiB, 0.022),
+              growth_row(copy_grow_2x_name, 64 * GiB, 64 * MiB, 0.110),
+              growth_row(preallocated_name, 64 * GiB, 64 * MiB, 0.020),
+              growth_row(growable_policy_name, 120 * GiB, 64 * MiB, 0.042),
+              growth_row(copy_grow_2x_name, 120 * GiB, 64 * MiB, 0.2, "out_of_memory"),
+              growth_row(preallocated_name, 120 * GiB, 64 * MiB, 0.035),
+              growth_row(growable_policy_name, 8 * GiB, 1 * GiB, 0.5)};  // no baseline measured
+  auto const ratios = growth_ratios(m);
+  REQUIRE(ratios.size() == 6);  // the copy-and-grow that ran out of memory has none
+  CHECK(ratios[0].strategy == growable_policy_name);
+  CHECK(*ratios[0].over_preallocated == Approx(1.1));
+  CHECK(*ratios[0].over_copy_grow_2x == Approx(0.2));
+  CHECK(*ratios[1].over_copy_grow_2x == Approx(1.0));
+  CHECK(*ratios[3].over_preallocated == Approx(1.2));
+  CHECK_FALSE(ratios[3].over_copy_grow_2x.has_value());  // its copy-and-grow did not complete
+  CHECK_FALSE(ratios[5].over_preallocated.has_value());
+  CHECK(format_growth_ratios(m) ==
+        "GrowableBuffer's growth time against the baselines (same size and appends):\n"
+        "  size      appends   / preallocated  / cudaMalloc copy-and-grow 2x\n"
+        "  64 GiB    64 MiB    1.100           0.200\n"
+        "  120 GiB   64 MiB    1.200           -\n");
+  std::ostringstream json;
+  write_json(json, m, recommend(m));
+  CHECK_THAT(json.str(), ContainsSubstring("{\"strategy\": \"growable\", \"target_bytes\": 68719476736, "
+                                           "\"append_bytes\": 67108864, \"over_preallocated\": 1.1, "
+                                           "\"over_copy_grow_2x\": 0.2}"));
+  CHECK(format_growth_ratios(Measurements{}).empty());
+}
+
 TEST_CASE("the CSV writers put one row per measurement under a fixed header", "[plan][report]") {
   Measurements m;
   m.driver_calls = {driver_row(2 * MiB, 100)};

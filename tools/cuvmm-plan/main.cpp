@@ -579,6 +579,7 @@ int run(const Options& options) {
   progress.finish();  // the bar's line is cleared before the report
 
   std::printf("%s", format_recommendation(recommendation, m).c_str());
+  std::printf("%s", format_growth_ratios(m).c_str());
   for (auto const& replay : m.replays) {
     std::printf("  trace on %-29s peak held %s for %s requested at peak; mean utilization %.2f; %zu failed\n",
                 replay.allocator.c_str(), human_bytes(replay.peak_held_bytes).c_str(),

@@ -125,6 +125,52 @@ Recommendation recommend(const Measurements& m) {
   return r;
 }
 
+std::vector<GrowthRatio> growth_ratios(const Measurements& m) {
+  auto baseline = [&](const GrowthRow& row, const char* strategy) -> const GrowthRow* {
+    for (auto const& other : m.growth) {
+      if (other.strategy == strategy && other.target_bytes == row.target_bytes &&
+          other.append_bytes == row.append_bytes && other.status == "ok" && other.total_seconds > 0) {
+        return &other;
+      }
+    }
+    return nullptr;
+  };
+  std::vector<GrowthRatio> ratios;
+  for (auto const& row : m.growth) {
+    if (row.status != "ok") continue;
+    GrowthRatio ratio;
+    ratio.strategy = row.strategy;
+    ratio.target_bytes = row.target_bytes;
+    ratio.append_bytes = row.append_bytes;
+    if (const GrowthRow* limit = baseline(row, preallocated_name)) ratio.over_preallocated = row.total_seconds / limit->total_seconds;
+    if (const GrowthRow* copy = baseline(row, copy_grow_2x_name)) ratio.over_copy_grow_2x = row.total_seconds / copy->total_seconds;
+    ratios.push_back(ratio);
+  }
+  return ratios;
+}
+
+std::string format_growth_ratios(const Measurements& m) {
+  std::ostringstream out;
+  auto ratio_text = [](std::optional<double> value) {
+    char text[32] = "-";
+    if (value) std::snprintf(text, sizeof text, "%.3f", *value);
+    return std::string(text);
+  };
+  for (auto const& ratio : growth_ratios(m)) {
+    if (ratio.strategy != growable_policy_name || (!ratio.over_preallocated && !ratio.over_copy_grow_2x)) continue;
+    if (out.tellp() == 0) {
+      out << "GrowableBuffer's growth time against the baselines (same size and appends):\n"
+             "  size      appends   / preallocated  / cudaMalloc copy-and-grow 2x\n";
+    }
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-9s %-9s %-15s %s\n", human_bytes(ratio.target_bytes).c_str(),
+                  human_bytes(ratio.append_bytes).c_str(), ratio_text(ratio.over_preallocated).c_str(),
+                  ratio_text(ratio.over_copy_grow_2x).c_str());
+    out << line;
+  }
+  return out.str();
+}
+
 std::string format_recommendation(const Recommendation& r, const Measurements& m) {
   std::ostringstream out;
   char line[256];
@@ -200,6 +246,15 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
         << ", \"peak_in_use_bytes\": " << row.peak_in_use_bytes << ", \"runs\": " << row.runs
         << ", \"min_total_seconds\": " << number(row.min_total_seconds)
         << ", \"max_total_seconds\": " << number(row.max_total_seconds) << "}";
+  }
+  out << "\n  ],\n  \"growth_ratios\": [";
+  auto const ratios = growth_ratios(m);
+  for (std::size_t i = 0; i < ratios.size(); ++i) {
+    auto const& ratio = ratios[i];
+    out << (i ? ",\n" : "\n") << "    {\"strategy\": " << json_string(ratio.strategy)
+        << ", \"target_bytes\": " << ratio.target_bytes << ", \"append_bytes\": " << ratio.append_bytes
+        << ", \"over_preallocated\": " << (ratio.over_preallocated ? number(*ratio.over_preallocated) : "null")
+        << ", \"over_copy_grow_2x\": " << (ratio.over_copy_grow_2x ? number(*ratio.over_copy_grow_2x) : "null") << "}";
   }
   out << "\n  ],\n  \"reach\": ";
   if (m.reach) {

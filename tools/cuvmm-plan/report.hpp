@@ -56,6 +56,24 @@ struct Recommendation {
 
 inline constexpr double chunk_cost_tolerance = 1.25;
 
+/// A completed growth against the baselines of the same case (target and append size): its total
+/// time over the preallocated buffer's and over cudaMalloc copy-and-grow 2x's, each when that
+/// baseline was measured and completed.
+struct GrowthRatio {
+  std::string strategy;
+  std::size_t target_bytes = 0;
+  std::size_t append_bytes = 0;
+  std::optional<double> over_preallocated;
+  std::optional<double> over_copy_grow_2x;
+};
+
+/// One ratio per completed growth row, in the rows' order.
+std::vector<GrowthRatio> growth_ratios(const Measurements& measurements);
+
+/// The growable buffer's (real policy) ratios as a small table, one line per case; empty when no
+/// growable run has a baseline beside it.
+std::string format_growth_ratios(const Measurements& measurements);
+
 Recommendation recommend(const Measurements& measurements);
 
 /// The recommendation as a few lines of text for the terminal.
