@@ -204,8 +204,8 @@ void BM_GrowthSteps(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_GrowthSteps)->Name("growth_steps")->ArgName("GiB")->Arg(16)->Arg(64)->Iterations(3);
-BENCHMARK(BM_ChunkLifecycle)->Name("chunk_lifecycle")->ArgName("MiB")->Arg(2)->Arg(32)->Arg(512)->Arg(2048)->Iterations(9);
-BENCHMARK(BM_ChunkCycleThreads)->Name("chunk_cycle_threads")->ArgName("MiB")->Arg(2)->Arg(64)->ThreadRange(1, 8)
+BENCHMARK(BM_ChunkLifecycle)->Name("chunk_lifecycle")->ArgName("MiB")->Arg(2)->Arg(32)->Arg(512)->Arg(2048)->Arg(4096)->Iterations(9);
+BENCHMARK(BM_ChunkCycleThreads)->Name("chunk_cycle_threads")->ArgName("MiB")->Arg(2)->Arg(64)->Arg(1024)->ThreadRange(1, 8)
     ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_AccessBatching)->Name("access_batching")->ArgName("chunks")->Arg(16)->Arg(256)->Iterations(9);
 BENCHMARK(BM_GrowthWithoutFills)->Name("growth_without_fills")->ArgName("GiB")->Arg(16)->Arg(64)->UseManualTime()

@@ -193,7 +193,7 @@ Arena::State::State(Backend& user_backend, ArenaOptions opts) : calls(user_backe
     large_page = options.large_page_bytes;
     slots_per_large = large_page / page;
   }
-  small_max = page / 8 >= min_block_bytes ? page / 8 : 0;
+  small_max = page / 2 >= min_block_bytes ? page / 2 : 0;
   size_classes = make_size_classes(small_max);
   grants = options.access.empty() ? std::vector<AccessGrant>{{options.device, Access::read_write}} : options.access;
 

@@ -134,6 +134,38 @@ TEST_CASE("statistics count requested, mapped and physical bytes and the driver 
   CHECK(backend.live_counts().mappings == before.mappings);
 }
 
+TEST_CASE("requests up to half a page share slab pages instead of taking a page each", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  CHECK(arena.small_max_bytes() == page / 2);
+  // page/4 + 1 bytes fall in the class of 5/16 page (four classes per doubling): 3 blocks a page.
+  // page/2 bytes: 2 blocks a page. These seven requests take 4 pages, not 7.
+  std::vector<Allocation> live;
+  std::mt19937_64 rng(7);
+  for (std::size_t bytes : {page / 4 + 1, page / 4 + 1, page / 4 + 1, page / 2, page / 2, page / 4 + 1, page / 2}) {
+    Allocation const a{static_cast<std::byte*>(arena.allocate(bytes, stream)), bytes, rng(), stream};
+    memory->write_pattern(a.p, pattern_bytes(a.bytes), a.seed, stream);
+    live.push_back(a);
+  }
+  require_disjoint(live);
+  // The first three share one page, 5/16 page apart; the two halves share the next.
+  CHECK(live[1].p == live[0].p + 5 * page / 16);
+  CHECK(live[2].p == live[1].p + 5 * page / 16);
+  CHECK(live[4].p == live[3].p + page / 2);
+  ArenaStats const s = arena.stats();
+  CHECK(s.bytes_mapped.current == 4 * page);  // slabs: 5/16 class (2 pages), 1/2 class (2 pages)
+  CHECK(s.chunks_created == 4);
+  for (auto const& a : live) REQUIRE(memory->mismatches(a.p, pattern_bytes(a.bytes), a.seed, stream) == 0);
+  // A request just over half a page takes a page of its own.
+  void* whole = arena.allocate(page / 2 + 1, stream);
+  CHECK(arena.stats().bytes_mapped.current == 5 * page);
+  arena.deallocate(whole, page / 2 + 1, stream);
+  for (auto const& a : live) arena.deallocate(a.p, a.bytes, stream);
+  CHECK(arena.stats().allocations.current == 0);
+}
+
 TEST_CASE("memory freed on a stream is reused on that stream at once, with no driver call", "[arena][battery]") {
   auto memory = make_battery_memory();
   Arena arena(memory->backend(), memory->options());

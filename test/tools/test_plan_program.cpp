@@ -58,6 +58,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["tool"] == "cuvmm-plan", d["tool"]
 assert d["backend"] == "host" and d["profile"] == "quick", (d["backend"], d["profile"])
+assert 0 < d["seconds"] < 600, d["seconds"]
 assert d["device"]["granularity"] == 2 << 20 and d["device"]["total_bytes"] == 1 << 30, d["device"]
 assert [r["chunk_bytes"] for r in d["driver_calls"]] == [2 << 20, 8 << 20, 32 << 20, 128 << 20], d["driver_calls"]
 for r in d["driver_calls"]:
@@ -108,6 +109,7 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   CHECK_THAT(run.output, ContainsSubstring("Recommendation for host backend"));
   CHECK_THAT(run.output, ContainsSubstring("largest buffer:    1 GiB (reach run"));
   CHECK_THAT(run.output, ContainsSubstring("trace on cuvmm_arena"));
+  CHECK_THAT(run.output, ContainsSubstring("Measured in "));
 
   std::string const trace = read_file(dir.path / "trace.csv");
   REQUIRE_THAT(trace, StartsWith("op,id,bytes\n"));

@@ -387,6 +387,7 @@ void replay_on_torch(const Trace& trace, std::size_t timeline_points, Measuremen
 }
 
 int run(const Options& options) {
+  auto const started = std::chrono::steady_clock::now();
   cuvmm::DriverStatus const driver = cuvmm::driver_status();
   bool const gpu = driver.available && driver.device_count > 0;
   if (options.backend == "cuda" && !gpu) {
@@ -560,6 +561,7 @@ int run(const Options& options) {
                       " 'allocate failure' lines of the RMM log were skipped");
   }
 
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   Recommendation const recommendation = recommend(m);
   std::string plots_said;
   if (!options.out_dir.empty()) {
@@ -586,6 +588,7 @@ int run(const Options& options) {
                 human_bytes(replay.peak_requested_bytes).c_str(), replay.mean_utilization, replay.failed_allocations);
   }
   for (auto const& note : m.notes) std::printf("  note: %s\n", note.c_str());
+  std::printf("Measured in %.0f s.\n", m.seconds);
   if (!options.out_dir.empty()) {
     std::printf("Results: %s (plan.json, driver_calls.csv, driver_threads.csv, growth.csv, trace_memory.csv)\n",
                 options.out_dir.c_str());

@@ -218,7 +218,7 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
   out << "{\n  \"tool\": \"cuvmm-plan\",\n  \"cuvmm_version\": " << json_string(version_string) << ",\n  \"profile\": " << json_string(m.profile)
       << ",\n  \"backend\": " << json_string(m.backend) << ",\n  \"device\": {\"name\": " << json_string(m.device_name)
       << ", \"total_bytes\": " << m.total_bytes << ", \"free_bytes\": " << m.free_bytes
-      << ", \"granularity\": " << m.granularity << "},\n";
+      << ", \"granularity\": " << m.granularity << "},\n  \"seconds\": " << number(m.seconds) << ",\n";
   out << "  \"driver_calls\": [";
   for (std::size_t i = 0; i < m.driver_calls.size(); ++i) {
     auto const& row = m.driver_calls[i];

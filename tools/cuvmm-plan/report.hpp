@@ -38,6 +38,7 @@ struct Measurements {
   std::size_t trace_ops = 0;
   std::vector<ReplayResult> replays;
   std::vector<std::string> notes;  ///< what was left out and why
+  double seconds = 0;              ///< the whole run, measurements and replays
 };
 
 struct Recommendation {
