@@ -2,12 +2,17 @@
 """Ratios from growth-benchmark runs (bench_growth's JSON, one file or several merged by
 bench/merge_runs.py): for each growth (size and append size), each strategy's time against the
 preallocated physical limit and against cudaMalloc copy-and-grow 2x, from the median time of its
-runs, with peak memory over the size and bytes copied; then the reach run."""
+runs, with peak memory over the size and bytes copied; then the reach runs.
+
+Also reads the files of the earlier bench_growth (before it ran cuvmm-plan's code): 64 MiB appends
+only, copy-and-grow named copy_and_grow, no append_bytes, completed or copied_GiB counters."""
 import json
 import sys
 
 LIMIT = "preallocated"
 COPY = "cudaMalloc_copy_grow_2x"
+OLD_NAMES = {"copy_and_grow": COPY}  # the earlier bench_growth's name for the same strategy
+OLD_APPEND_BYTES = 64 << 20          # the earlier bench_growth's only append size
 
 
 def human(nbytes):
@@ -26,7 +31,9 @@ def main() -> int:
             continue
         name = b["name"]
         if name.startswith("grow/"):
-            key = (name.split("/")[1], b["size_GiB"], b["append_bytes"])
+            strategy = name.split("/")[1]
+            b = dict(b, completed=b.get("completed", 1))
+            key = (OLD_NAMES.get(strategy, strategy), b["size_GiB"], b.get("append_bytes", OLD_APPEND_BYTES))
             runs.setdefault(key, []).append(b)
         elif name.startswith("reach/"):
             reach.append(b)
@@ -56,10 +63,12 @@ def main() -> int:
                     line += f"  /{LIMIT} {t / limit['real_time']:.3f}"
                 if copy and copy["completed"]:
                     line += f"  /{COPY} {t / copy['real_time']:.3f}"
-            line += f"  peak/size {b['peak_over_size']:.3f}  copied {b['copied_GiB']:.1f} GiB"
+            line += f"  peak/size {b['peak_over_size']:.3f}"
+            if "copied_GiB" in b:
+                line += f"  copied {b['copied_GiB']:.1f} GiB"
             print(line)
     for b in reach:
-        print(f"reach: a growable buffer grew to {b['reached_GiB']:.2f} GiB, "
+        print(f"reach ({b['name'].split('/')[1]}): {b['reached_GiB']:.2f} GiB, "
               f"{b['reached_over_free']:.3f} of the memory free at the start")
     return 0
 
