@@ -41,6 +41,32 @@ def save(plt, fig, ax, legend, path):
     plt.close(fig)
 
 
+def plot_growth_bars(ax, rows, strategies, colors):
+    """Total time of each strategy's (median) run to one size, the fastest and slowest runs as the
+    error bar; a hatched bar for a strategy that stopped early. Returns whether any stopped."""
+    stopped = False
+    for x, strategy in enumerate(strategies):
+        for r in rows:
+            if r["strategy"] != strategy:
+                continue
+            y = float(r["total_seconds"])
+            low = float(r.get("min_total_seconds") or y)
+            high = float(r.get("max_total_seconds") or y)
+            early = r["status"] != "ok"
+            stopped = stopped or early
+            ax.bar([x], [y], yerr=([y - low], [high - y]), capsize=3, color=colors[strategy], label=strategy,
+                   hatch="xx" if early else None, edgecolor="black" if early else None)
+    ax.set_xticks([])
+    ax.set_xlabel("strategy (see legend)")
+    # Bars from zero keep their lengths honest; only times over orders of magnitude need log axes.
+    times = [float(r["total_seconds"]) for r in rows if float(r["total_seconds"]) > 0]
+    if times and max(times) / min(times) > 20:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    return stopped
+
+
 def plot_growth(plt, plan, rows, out):
     """One panel per append size; in each, total time against size reached, one line per strategy."""
     appends = sorted({int(r["append_bytes"]) for r in rows}) or [0]
@@ -49,6 +75,13 @@ def plot_growth(plt, plan, rows, out):
     colors = {s: f"C{i}" for i, s in enumerate(strategies)}
     stopped = False
     for ax, append in zip(axes[0], appends):
+        targets = {int(r["target_bytes"]) for r in rows if int(r["append_bytes"]) == append}
+        if len(targets) == 1:  # one size only (the quick profile): a bar per strategy
+            stopped = plot_growth_bars(ax, [r for r in rows if int(r["append_bytes"]) == append], strategies,
+                                       colors) or stopped
+            ax.set_title(f"{human(append)} appends to {human(targets.pop())}", fontsize=10)
+            ax.grid(True, which="both", axis="y", alpha=0.3)
+            continue
         for strategy in strategies:
             mine = [r for r in rows if r["strategy"] == strategy and int(r["append_bytes"]) == append]
             done = sorted((int(r["reached_bytes"]) / GIB, float(r["total_seconds"]),
@@ -81,7 +114,7 @@ def plot_growth(plt, plan, rows, out):
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8)
     title = f"Growth on {plan['device']['name']} ({plan['profile']} profile)"
     if stopped:
-        title += "; x: stopped early (out of memory or address range)"
+        title += "; x or hatched: stopped early (out of memory or address range)"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
     fig.savefig(os.path.join(out, "growth_time.png"), dpi=120)
