@@ -33,6 +33,7 @@
 
 #include "device_runtime.hpp"
 #include "measure.hpp"
+#include "text_format.hpp"
 
 namespace {
 
@@ -105,9 +106,11 @@ void reach(benchmark::State& state) {
   }
 }
 
+/// A size in a benchmark name: the tools' "64 MiB" without its space ("64MiB").
 std::string label(std::size_t bytes) {
-  return bytes >= GiB ? std::to_string(bytes / GiB) + "GiB" : bytes >= MiB ? std::to_string(bytes / MiB) + "MiB"
-                                                                           : std::to_string(bytes >> 10) + "KiB";
+  std::string text = cuvmm::tools::human_bytes(bytes);
+  std::erase(text, ' ');
+  return text;
 }
 
 int const registered = [] {
