@@ -25,7 +25,7 @@ sys.exit(0 if v >= (1, 7) else 1)
 PY
 }
 
-PKGS=(ninja-build pkg-config g++ libbenchmark-dev python3 python3-matplotlib clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin)
+PKGS=(ninja-build pkg-config g++ libbenchmark-dev python3 python3-matplotlib clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin doxygen)
 BACKPORTS_PKGS=(meson libcatch2-dev)
 
 if have_pkgs "${PKGS[@]}" "${BACKPORTS_PKGS[@]}" && meson_ok; then
