@@ -1,6 +1,7 @@
-// The README's multicast example. It creates a multicast object only when CUVMM_TEST_MULTICAST=1 is
-// set (by whoever runs it on a machine where that is allowed) and two GPUs are present; otherwise it
-// asks the gate only and reports "skipped".
+// The README's multicast example. It runs only when CUVMM_TEST_MULTICAST=1 is set (by whoever runs it
+// on a machine where creating a multicast object is allowed) and two GPUs are present; otherwise it
+// reports "skipped" having asked nothing. Where the gate refuses, nothing is created and it reports
+// the gate's reason as "skipped".
 // [readme]
 #include <cuvmm/multicast.hpp>
 #include <cuvmm/multimem.hpp>
