@@ -16,8 +16,11 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 
 def pkg_config(*args: str) -> list[str]:
+    # PKG_CONFIG may name another pkg-config or add options, as for autotools and Meson, e.g.
+    # PKG_CONFIG="pkg-config --define-variable=prefix=/moved/prefix" for a prefix that was moved.
+    command = shlex.split(os.environ.get("PKG_CONFIG", "pkg-config"))
     try:
-        out = subprocess.run(["pkg-config", *args, "cuvmm"], check=True, capture_output=True, text=True).stdout
+        out = subprocess.run([*command, *args, "cuvmm"], check=True, capture_output=True, text=True).stdout
     except FileNotFoundError as e:
         raise SystemExit("cuvmm_torch: pkg-config is needed to find cuvmm (install pkg-config)") from e
     except subprocess.CalledProcessError as e:
