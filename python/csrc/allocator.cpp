@@ -17,13 +17,15 @@
 // - cuvmm_torch_free never throws (PyTorch calls it from deleters): a bad free is reported on
 //   stderr and changes nothing.
 //
+// Streams are cuvmm::Stream, i.e. CUstream_st*, the type cudaStream_t names: the extension needs no
+// CUDA headers, so it builds against a CPU-only torch too.
+//
 // Never does: call the CUDA driver itself (only the Arena's public API and its backend's
 // memory_info), synchronize the device outside the Arena, or touch PyTorch's allocator state.
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/Exceptions.h>
 
-#include <cuda_runtime_api.h>
 #include <sys/types.h>
 
 #include <array>
@@ -168,7 +170,7 @@ extern "C" {
 
 /// PyTorch's allocation hook (torch.cuda.memory.CUDAPluggableAllocator). Throws, never returns
 /// null for a failure (see the note at the top).
-__attribute__((visibility("default"))) void* cuvmm_torch_malloc(ssize_t size, int device, cudaStream_t stream) {
+__attribute__((visibility("default"))) void* cuvmm_torch_malloc(ssize_t size, int device, cuvmm::Stream stream) {
   std::size_t const bytes = checked_size(size);
   cuvmm::Arena& arena = ArenaRegistry::instance().get(device);
   try {
@@ -181,7 +183,7 @@ __attribute__((visibility("default"))) void* cuvmm_torch_malloc(ssize_t size, in
 }
 
 /// PyTorch's free hook. Never throws.
-__attribute__((visibility("default"))) void cuvmm_torch_free(void* ptr, ssize_t size, int device, cudaStream_t stream) {
+__attribute__((visibility("default"))) void cuvmm_torch_free(void* ptr, ssize_t size, int device, cuvmm::Stream stream) {
   try {
     if (cuvmm::Arena* arena = ArenaRegistry::instance().find(device)) {
       arena->deallocate(ptr, static_cast<std::size_t>(size), stream);
