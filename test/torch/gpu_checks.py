@@ -223,6 +223,9 @@ def main() -> int:
     import cuvmm_torch
 
     print(f"torch {torch.__version__}, cuvmm_torch from {os.path.dirname(cuvmm_torch.__file__)}")
+    if not torch.cuda.is_available():
+        print("FAILED: PyTorch sees no CUDA device; these checks need the GPU")
+        return 1
     chosen = args.checks or list(CHECKS)
     failed = []
     for name in chosen:
