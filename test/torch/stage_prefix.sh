@@ -9,7 +9,7 @@ build=$1
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 strip_debug=${3:-}
 
-ninja -C "$build" src/libcuvmm.so src/libcuvmm_torch.so >/dev/null
+meson compile -C "$build" cuvmm_torch >/dev/null  # and libcuvmm, which it links
 rm -rf "$out/staged" "$out/prefix"
 meson install -C "$build" --destdir "$out/staged" --quiet >/dev/null
 pc=$(find "$out/staged" -name cuvmm.pc -print -quit)
