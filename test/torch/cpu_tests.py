@@ -98,7 +98,10 @@ class OutOfMemoryTest(unittest.TestCase):
         given_back = int(found.group(1) or found.group(2))
         s = cuvmm_torch.stats(device)
         self.assertEqual(s["bytes_physical"]["current"], 8 * MiB)
-        self.assertEqual(s["bytes_physical"]["peak"], 8 * MiB + given_back)
+        # What the failed request left cached went back (how much depends on how the Arena gathers
+        # pages; at most all it held beyond the live allocation).
+        self.assertLessEqual(given_back, BYTE_LIMIT - 8 * MiB)
+        self.assertLessEqual(8 * MiB + given_back, s["bytes_physical"]["peak"])
         self.assertEqual(s["allocations"]["current"], 1)
         self.assertEqual(s["bytes_requested"]["current"], 8 * MiB)
         # The live allocation is untouched.
