@@ -7,7 +7,7 @@
 #      torch.OutOfMemoryError over host-backend arenas; stats() and trim() are exact (cpu_tests.py).
 # Usage: test/torch/run_cpu_tests.sh [BUILD]   (a configured Meson build folder; default build)
 # The interpreter: $CUVMM_TORCH_PYTHON if set (it must have torch, setuptools and wheel), else a
-# virtual environment BUILD/torch-venv made once with `pip install "torch==2.11.*" setuptools wheel`
+# virtual environment build-torch-venv (in the repository root, so it outlives build folders) made once with `pip install "torch==2.11.*" setuptools wheel`
 # from pip's configured index (the CPU-only wheel is enough where the index offers it).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -15,7 +15,7 @@ build=$(cd "${1:-$root/build}" && pwd)
 
 python=${CUVMM_TORCH_PYTHON:-}
 if [[ -z $python ]]; then
-  venv=$build/torch-venv
+  venv=$root/build-torch-venv
   if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
     python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet "torch==2.11.*" setuptools wheel
