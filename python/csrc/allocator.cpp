@@ -29,7 +29,7 @@
 #include <sys/types.h>
 
 #include <array>
-#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>

@@ -56,15 +56,21 @@ def is_enabled() -> bool:
     return _enabled
 
 
+def _current_device() -> int:
+    # Before PyTorch starts CUDA nothing was allocated and the current device is 0; asking PyTorch
+    # would start CUDA, after which enable() could no longer work.
+    return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
+
+
 def _device_index(device) -> int:
     if device is None:
-        return torch.cuda.current_device()
+        return _current_device()
     if isinstance(device, int):
         return device
     device = torch.device(device)
     if device.type != "cuda":
         raise ValueError(f"cuvmm_torch: {device} is not a CUDA device")
-    return torch.cuda.current_device() if device.index is None else device.index
+    return _current_device() if device.index is None else device.index
 
 
 def stats(device=None) -> dict:

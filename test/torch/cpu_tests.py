@@ -71,6 +71,12 @@ class PackageTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             cuvmm_torch.stats(-1)
 
+    def test_stats_and_trim_of_the_current_device_do_not_start_cuda(self):
+        self.assertEqual(cuvmm_torch.stats(), cuvmm_torch.stats(0))
+        self.assertEqual(cuvmm_torch.stats("cuda"), cuvmm_torch.stats(0))
+        self.assertEqual(cuvmm_torch.trim(), 0)
+        self.assertFalse(torch.cuda.is_initialized())
+
     def test_stats_on_a_cpu_device_raises_value_error(self):
         with self.assertRaises(ValueError):
             cuvmm_torch.stats("cpu")

@@ -178,6 +178,8 @@ def too_late() -> None:
 
     import cuvmm_torch
 
+    check(cuvmm_torch.stats()["allocations"]["total"] == 0 and not torch.cuda.is_initialized(),
+          "stats() before enable() does not start CUDA")
     torch.zeros(1, device="cuda")
     try:
         cuvmm_torch.enable()
