@@ -111,7 +111,14 @@ def oom_package() -> None:
     del live
     torch.cuda.synchronize()
     cuvmm_torch.trim()
-    check(cuvmm_torch.stats()["bytes_physical"]["current"] == 0, "everything freed and trimmed: the arena holds 0 bytes")
+    end = cuvmm_torch.stats()
+    physical, requested, allocations = (end["bytes_physical"]["current"], end["bytes_requested"]["current"],
+                                        end["allocations"]["current"])
+    print(f"  at the end: {allocations} live allocations of {requested} bytes, {physical} bytes held")
+    if allocations == 0:
+        check(physical == 0, "everything freed and trimmed: the arena holds 0 bytes")
+    else:  # whatever PyTorch keeps: each allocation (or slab of small ones) wastes less than a 2 MiB page
+        check(physical - requested < allocations * 2 * MiB, "trimmed: the arena holds only pages of live allocations")
 
 
 def oom_plugin(plugin: str) -> None:
