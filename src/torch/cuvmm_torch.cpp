@@ -49,10 +49,11 @@ extern "C" {
 
 /// Memory for `size` bytes, or a C++ exception (see above); PyTorch turns it into a RuntimeError.
 __attribute__((visibility("default"))) void* cuvmm_torch_malloc(ssize_t size, int device, cudaStream_t stream) {
+  if (size < 0) throw std::invalid_argument("cuvmm_torch_malloc: negative size " + std::to_string(size));
   cuvmm::Arena* arena = arena_for(device);
-  if (arena == nullptr || size < 0) {
-    throw std::invalid_argument("cuvmm_torch_malloc: device " + std::to_string(device) + " or size " +
-                                std::to_string(size) + " out of range");
+  if (arena == nullptr) {
+    throw std::invalid_argument("cuvmm_torch_malloc: device " + std::to_string(device) + " is outside 0.." +
+                                std::to_string(max_devices - 1));
   }
   try {
     return arena->allocate(static_cast<std::size_t>(size), stream);

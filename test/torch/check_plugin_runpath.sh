@@ -3,7 +3,8 @@
 # libcuvmm.so is installed beside it. Installs BUILD (a configured Meson build folder, default
 # build) into a scratch prefix, moves that prefix elsewhere, and loads the plug-in there with no
 # LD_LIBRARY_PATH. The control case: the plug-in copied away from libcuvmm.so must fail to load
-# (so the check cannot pass by finding libcuvmm.so somewhere else).
+# (so the check cannot pass by finding libcuvmm.so somewhere else). Then the installed plug-in's
+# malloc must throw, never return null, for requests it cannot serve (plugin_throws.cpp).
 set -euo pipefail
 build=${1:-build}
 scratch=$(mktemp -d)
@@ -36,3 +37,7 @@ if out=$(env -u LD_LIBRARY_PATH python3 -c "$load" "$scratch/alone/libcuvmm_torc
 fi
 grep -q 'libcuvmm.so' <<<"$out" || { echo "FAIL: unexpected load error: $out"; exit 1; }
 echo "ok: control: without libcuvmm.so beside it, loading fails naming libcuvmm.so"
+
+# The installed plug-in throws (never returns null) for requests it cannot serve.
+g++ -std=c++20 -Wall -Wextra -O1 "$(dirname "${BASH_SOURCE[0]}")/plugin_throws.cpp" -o "$scratch/plugin_throws" -ldl
+env -u LD_LIBRARY_PATH "$scratch/plugin_throws" "$plugin"
