@@ -90,6 +90,9 @@ consumer_subproject() {
 }
 step "consumer via pkg-config" consumer_pkgconfig
 step "consumer via subproject" consumer_subproject
+# PyTorch: the plug-in's RUNPATH, the cuvmm_torch package built by pip against torch 2.11 (a venv in
+# build-torch-venv, made once; CUVMM_TORCH_PYTHON names another interpreter), its OOM path on the host backend.
+step "PyTorch package (no GPU)" bash test/torch/run_cpu_tests.sh build
 
 # 4. The Arena under libFuzzer (clang, ASan+UBSan): random operation sequences, invariants checked.
 step "fuzz the Arena for 60 s (libFuzzer, host backend)" bash scripts/fuzz.sh 60

@@ -1,8 +1,16 @@
 // cuvmm_torch: C entry points that let PyTorch allocate through cuvmm's Arena, via
 //   torch.cuda.memory.CUDAPluggableAllocator("libcuvmm_torch.so", "cuvmm_torch_malloc", "cuvmm_torch_free")
-// One Arena per device, made on first use and kept for the life of the process. No C++ exception
-// crosses these functions: a failed allocation returns null (PyTorch raises its out-of-memory
-// error), a bad free is reported on stderr and leaves the arena as it was.
+// The plain plug-in: it needs no PyTorch to build. The Python package `cuvmm_torch` (python/) does
+// the same through PyTorch's headers and raises torch.OutOfMemoryError; prefer it.
+//
+// Owns: one Arena per device, made on first use and never destroyed (PyTorch may free tensors
+// after static destructors ran; the driver takes the memory back when the process ends).
+// Invariants: cuvmm_torch_malloc returns memory or throws, never null for a failure (PyTorch 2.11
+// does not check a pluggable allocator's result: a null tensor poisons the process at its first
+// kernel). A request the arena cannot back throws cuvmm::OutOfMemory (a std::bad_alloc: Python
+// sees RuntimeError with its message) after the arena's unused pages were given back to the
+// device. cuvmm_torch_free never throws: a bad free is reported on stderr and changes nothing.
+// Never does: call the driver itself, or synchronize beyond what Arena::trim does.
 #include <cuda_runtime_api.h>
 #include <sys/types.h>
 
@@ -11,8 +19,11 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 
 #include <cuvmm/arena.hpp>
+#include <cuvmm/error.hpp>
 
 namespace {
 
@@ -20,10 +31,10 @@ constexpr int max_devices = 64;
 
 cuvmm::Arena* arena_for(int device) {
   static std::mutex made;
-  static std::array<std::unique_ptr<cuvmm::Arena>, max_devices> arenas;
+  static auto* const arenas = new std::array<std::unique_ptr<cuvmm::Arena>, max_devices>;  // leaked: see above
   if (device < 0 || device >= max_devices) return nullptr;
   std::lock_guard const lock(made);
-  auto& arena = arenas[static_cast<std::size_t>(device)];
+  auto& arena = (*arenas)[static_cast<std::size_t>(device)];
   if (!arena) {
     cuvmm::ArenaOptions options;
     options.device = device;
@@ -36,13 +47,27 @@ cuvmm::Arena* arena_for(int device) {
 
 extern "C" {
 
+/// Memory for `size` bytes, or a C++ exception (see above); PyTorch turns it into a RuntimeError.
 __attribute__((visibility("default"))) void* cuvmm_torch_malloc(ssize_t size, int device, cudaStream_t stream) {
+  if (size < 0) throw std::invalid_argument("cuvmm_torch_malloc: negative size " + std::to_string(size));
+  cuvmm::Arena* arena = arena_for(device);
+  if (arena == nullptr) {
+    throw std::invalid_argument("cuvmm_torch_malloc: device " + std::to_string(device) + " is outside 0.." +
+                                std::to_string(max_devices - 1));
+  }
   try {
-    cuvmm::Arena* arena = arena_for(device);
-    return arena == nullptr || size < 0 ? nullptr : arena->allocate(static_cast<std::size_t>(size), stream);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cuvmm_torch_malloc(%zd bytes, device %d): %s\n", size, device, e.what());
-    return nullptr;
+    return arena->allocate(static_cast<std::size_t>(size), stream);
+  } catch (const cuvmm::OutOfMemory& e) {
+    cuvmm::ErrorDetails details = e.details();
+    std::size_t given_back = 0;
+    try {
+      given_back = arena->trim();
+    } catch (const std::exception&) {  // the out-of-memory error is the one to report
+    }
+    details.context += "; cuvmm_torch_malloc(" + std::to_string(size) + " bytes) gave back " +
+                       std::to_string(given_back) + " bytes of cached pages, the arena now holds " +
+                       std::to_string(arena->stats().bytes_physical.current) + " bytes";
+    throw cuvmm::OutOfMemory(std::move(details));
   }
 }
 

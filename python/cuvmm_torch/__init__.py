@@ -1,0 +1,94 @@
+"""PyTorch's CUDA allocations served by cuvmm's Arena.
+
+    import cuvmm_torch
+    cuvmm_torch.enable()          # before the first CUDA call of the process
+    x = torch.empty(2**30, device="cuda")
+    cuvmm_torch.stats()           # the arena's counters: {"bytes_physical": {"current", "peak", "total"}, ...}
+    cuvmm_torch.trim()            # give cached pages back to the device; returns the bytes given back
+
+An allocation the arena cannot serve raises torch.OutOfMemoryError, as with PyTorch's own allocator,
+after the arena gave its cached pages back; the process keeps working.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _C
+
+__all__ = ["enable", "is_enabled", "stats", "trim"]
+
+_MALLOC = "cuvmm_torch_malloc"
+_FREE = "cuvmm_torch_free"
+_enabled = False
+
+
+def enable() -> None:
+    """Makes cuvmm's Arena PyTorch's CUDA allocator for this process.
+
+    Call it before PyTorch initializes CUDA (the first tensor on a GPU, torch.cuda.current_device(),
+    ...): PyTorch cannot change its allocator after that. Calling it again is a no-op. Raises
+    RuntimeError when PyTorch has no CUDA device, or when it is called too late.
+    """
+    global _enabled
+    if _enabled:
+        return
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "cuvmm_torch.enable(): PyTorch sees no CUDA device (torch " + torch.__version__ +
+            (", built without CUDA" if torch.version.cuda is None else f", CUDA {torch.version.cuda}") +
+            "); cuvmm allocates GPU memory through the CUDA driver and needs a GPU")
+    if torch.cuda.is_initialized():
+        raise RuntimeError(
+            "cuvmm_torch.enable() was called after PyTorch initialized CUDA; PyTorch cannot change its "
+            "allocator then. Call it first, before any CUDA tensor or torch.cuda call")
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(_C.__file__, _MALLOC, _FREE)
+    try:
+        torch.cuda.memory.change_current_allocator(allocator)
+    except RuntimeError as e:
+        raise RuntimeError(
+            "cuvmm_torch.enable() was called after PyTorch's CUDA allocator was initialized; call it "
+            f"first, before any CUDA tensor or torch.cuda call ({e})") from e
+    _enabled = True
+
+
+def is_enabled() -> bool:
+    """Whether enable() made cuvmm PyTorch's CUDA allocator in this process."""
+    return _enabled
+
+
+def _current_device() -> int:
+    # Before PyTorch starts CUDA nothing was allocated and the current device is 0; asking PyTorch
+    # would start CUDA, after which enable() could no longer work.
+    return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
+
+
+def _device_index(device) -> int:
+    if device is None:
+        return _current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(f"cuvmm_torch: {device} is not a CUDA device")
+    return _current_device() if device.index is None else device.index
+
+
+def stats(device=None) -> dict:
+    """The arena's statistics for `device` (default: the current device) as a dict of the ArenaStats
+    fields: bytes_requested, allocations, bytes_mapped, bytes_physical, bytes_reserved (each a dict
+    of "current", "peak" and "total"), chunks_created, chunks_released, maps, unmaps, access_calls,
+    cross_stream_reuses, reclaims (counts) and fragmentation (0 to 1). All zero before the device's
+    first allocation through cuvmm."""
+    result = _C.stats(_device_index(device))
+    if result is None:  # nothing allocated on the device yet: no arena, nothing held
+        counters = ("bytes_requested", "allocations", "bytes_mapped", "bytes_physical", "bytes_reserved")
+        result = {name: {"current": 0, "peak": 0, "total": 0} for name in counters}
+        result.update(chunks_created=0, chunks_released=0, maps=0, unmaps=0, access_calls=0,
+                      cross_stream_reuses=0, reclaims=0, fragmentation=0.0)
+    return result
+
+
+def trim(device=None) -> int:
+    """Gives the pages of `device`'s arena (default: the current device) that back no tensor back to
+    the device, after waiting for the streams that freed them; returns the bytes given back."""
+    return _C.trim(_device_index(device))

@@ -1,0 +1,195 @@
+"""The cuvmm_torch package without a GPU: it imports, enable() says clearly why it cannot work, and
+the very malloc/free functions PyTorch calls, run over host-backend arenas, raise
+torch.OutOfMemoryError (never a null pointer) and keep working afterwards; stats() and trim() give
+exact numbers.
+
+    python3 test/torch/cpu_tests.py -v     (with the installed cuvmm_torch and torch importable)
+
+Each test uses its own device index (a host arena per index: the registry cannot drop one).
+"""
+import ctypes
+import os
+import re
+import subprocess
+import unittest
+
+import torch
+
+import cuvmm_torch
+from cuvmm_torch import _C
+
+MiB = 1 << 20
+# Host arenas: 2 MiB pages (HostBackend's granularity), 32 MiB large pages (the Arena's default).
+BYTE_LIMIT = 64 * MiB
+DEVICE_BYTES = 256 * MiB
+ADDRESS_SPACE = 1024 * MiB
+
+
+def host_arena(device: int) -> int:
+    _C._install_host_arena(device, BYTE_LIMIT, ADDRESS_SPACE, DEVICE_BYTES)
+    return device
+
+
+def poison_and_check(ptr: int, size: int, byte: int) -> None:
+    """Writes `byte` over the whole allocation and reads back its first and last bytes."""
+    ctypes.memset(ptr, byte, size)
+    data = ctypes.string_at(ptr, 1) + ctypes.string_at(ptr + size - 1, 1)
+    assert data == bytes([byte, byte]), data
+
+
+class PackageTest(unittest.TestCase):
+    def test_the_extension_exports_the_entry_points_pytorch_looks_up(self):
+        library = ctypes.CDLL(_C.__file__)
+        self.assertTrue(library.cuvmm_torch_malloc)
+        self.assertTrue(library.cuvmm_torch_free)
+
+    def test_the_extension_finds_its_own_libcuvmm_through_origin(self):
+        dynamic = subprocess.run(["readelf", "-d", _C.__file__], check=True, capture_output=True, text=True).stdout
+        needed = re.findall(r"\(NEEDED\).*\[(libcuvmm[^\]]*)\]", dynamic)
+        self.assertEqual(len(needed), 1, dynamic)
+        self.assertIn("$ORIGIN", re.search(r"\(RUNPATH\).*\[(.*)\]", dynamic).group(1))
+        self.assertTrue(os.path.exists(os.path.join(os.path.dirname(_C.__file__), needed[0])))
+
+    @unittest.skipIf(torch.cuda.is_available(), "this machine has a GPU: enable() would succeed")
+    def test_enable_without_a_gpu_raises_a_runtime_error_that_says_so(self):
+        with self.assertRaises(RuntimeError) as caught:
+            cuvmm_torch.enable()
+        self.assertIn("PyTorch sees no CUDA device", str(caught.exception))
+        self.assertIn(torch.__version__, str(caught.exception))
+        self.assertFalse(cuvmm_torch.is_enabled())
+
+    def test_stats_of_a_device_without_an_arena_are_all_zero(self):
+        s = cuvmm_torch.stats(63)
+        self.assertEqual(s["bytes_physical"], {"current": 0, "peak": 0, "total": 0})
+        self.assertEqual(s["allocations"], {"current": 0, "peak": 0, "total": 0})
+        self.assertEqual(s["chunks_created"], 0)
+        self.assertEqual(cuvmm_torch.trim(63), 0)
+
+    def test_a_device_index_out_of_range_raises_value_error(self):
+        with self.assertRaises(ValueError):
+            _C._malloc(MiB, 64)
+        with self.assertRaises(ValueError):
+            cuvmm_torch.stats(-1)
+
+    def test_stats_and_trim_of_the_current_device_do_not_start_cuda(self):
+        self.assertEqual(cuvmm_torch.stats(), cuvmm_torch.stats(0))
+        self.assertEqual(cuvmm_torch.stats("cuda"), cuvmm_torch.stats(0))
+        self.assertEqual(cuvmm_torch.trim(), 0)
+        self.assertFalse(torch.cuda.is_initialized())
+
+    def test_stats_on_a_cpu_device_raises_value_error(self):
+        with self.assertRaises(ValueError):
+            cuvmm_torch.stats("cpu")
+
+
+class OutOfMemoryTest(unittest.TestCase):
+    def test_a_request_beyond_the_byte_limit_raises_torch_out_of_memory_error_with_the_numbers(self):
+        device = host_arena(1)
+        live = _C._malloc(8 * MiB, device)
+        self.assertNotEqual(live, 0)
+        poison_and_check(live, 8 * MiB, 0xA5)
+        with self.assertRaises(torch.OutOfMemoryError) as caught:
+            _C._malloc(100 * MiB, device)
+        message = str(caught.exception)
+        self.assertIs(type(caught.exception), torch.OutOfMemoryError)
+        self.assertTrue(message.startswith("cuvmm: out of memory on device 1: tried to allocate 100.00 MiB "
+                                           "(104857600 bytes); the arena holds 8.00 MiB (8388608 bytes) in 1 live "
+                                           "allocations and 8.00 MiB (8388608 bytes) of physical memory in all, "
+                                           "after giving back "), message)
+        # The device (HostBackend's physical_limit) has everything but the live allocation's pages free.
+        self.assertIn("; the device has 248.00 MiB (260046848 bytes) free of 256.00 MiB (268435456 bytes).",
+                      message)
+        self.assertIn("byte_limit 67108864", message)  # the Arena's own reason, kept
+        found = re.search(r"after giving back (?:[^(;]*\((\d+) bytes\)|(\d+) bytes)", message)
+        given_back = int(found.group(1) or found.group(2))
+        s = cuvmm_torch.stats(device)
+        self.assertEqual(s["bytes_physical"]["current"], 8 * MiB)
+        # What the failed request left cached went back (how much depends on how the Arena gathers
+        # pages; at most all it held beyond the live allocation).
+        self.assertLessEqual(given_back, BYTE_LIMIT - 8 * MiB)
+        self.assertLessEqual(8 * MiB + given_back, s["bytes_physical"]["peak"])
+        self.assertEqual(s["allocations"]["current"], 1)
+        self.assertEqual(s["bytes_requested"]["current"], 8 * MiB)
+        # The live allocation is untouched.
+        self.assertEqual(ctypes.string_at(live, 1), b"\xa5")
+        _C._free(live, 8 * MiB, device)
+
+    def test_after_out_of_memory_the_arena_serves_what_fits_and_frees_it(self):
+        device = host_arena(2)
+        live = _C._malloc(8 * MiB, device)
+        poison_and_check(live, 8 * MiB, 0xC3)
+        with self.assertRaises(torch.OutOfMemoryError):
+            _C._malloc(BYTE_LIMIT, device)
+        more = _C._malloc(40 * MiB, device)  # 8 + 40 MiB fit in the 64 MiB limit
+        self.assertNotEqual(more, 0)
+        poison_and_check(more, 40 * MiB, 0x5A)
+        self.assertEqual(ctypes.string_at(live + 8 * MiB - 1, 1), b"\xc3")
+        s = cuvmm_torch.stats(device)
+        self.assertEqual(s["allocations"]["current"], 2)
+        self.assertEqual(s["bytes_requested"]["current"], 48 * MiB)
+        _C._free(more, 40 * MiB, device)
+        _C._free(live, 8 * MiB, device)
+        self.assertEqual(cuvmm_torch.stats(device)["allocations"]["current"], 0)
+
+    def test_a_request_larger_than_the_address_space_raises_torch_out_of_memory_error(self):
+        device = host_arena(3)
+        with self.assertRaises(torch.OutOfMemoryError) as caught:
+            _C._malloc(2 * ADDRESS_SPACE, device)
+        self.assertIn("tried to allocate 2.00 GiB (2147483648 bytes)", str(caught.exception))
+        self.assertIn("more than the arena's whole address space", str(caught.exception))
+
+    def test_a_negative_size_raises_value_error_and_allocates_nothing(self):
+        device = host_arena(4)
+        with self.assertRaises(ValueError):
+            _C._malloc(-1, device)
+        self.assertEqual(cuvmm_torch.stats(device)["allocations"]["total"], 0)
+
+    def test_freeing_an_unknown_pointer_changes_nothing(self):
+        device = host_arena(5)
+        live = _C._malloc(4 * MiB, device)
+        before = cuvmm_torch.stats(device)
+        _C._free(live + 4096, 4 * MiB, device)  # reported on stderr, never raised into PyTorch's deleter
+        self.assertEqual(cuvmm_torch.stats(device), before)
+        _C._free(live, 4 * MiB, device)
+        self.assertEqual(cuvmm_torch.stats(device)["allocations"]["current"], 0)
+
+
+class StatsAndTrimTest(unittest.TestCase):
+    def test_trim_gives_back_the_freed_pages_and_bytes_physical_drops_by_as_much(self):
+        device = host_arena(6)
+        a = _C._malloc(6 * MiB, device)
+        b = _C._malloc(10 * MiB, device)
+        s = cuvmm_torch.stats(device)
+        self.assertEqual(s["bytes_requested"], {"current": 16 * MiB, "peak": 16 * MiB, "total": 16 * MiB})
+        self.assertEqual(s["allocations"], {"current": 2, "peak": 2, "total": 2})
+        self.assertEqual(s["bytes_physical"]["current"], 16 * MiB)  # 3 + 5 pages of 2 MiB
+        self.assertEqual(s["bytes_reserved"]["current"], ADDRESS_SPACE)
+        _C._free(b, 10 * MiB, device)
+        cached = cuvmm_torch.stats(device)
+        self.assertEqual(cached["bytes_requested"]["current"], 6 * MiB)
+        self.assertEqual(cached["bytes_physical"]["current"], 16 * MiB)  # freed pages stay cached
+        self.assertEqual(cuvmm_torch.trim(device), 10 * MiB)
+        trimmed = cuvmm_torch.stats(device)
+        self.assertEqual(trimmed["bytes_physical"]["current"], 6 * MiB)
+        self.assertEqual(trimmed["bytes_physical"]["peak"], 16 * MiB)
+        self.assertEqual(cuvmm_torch.trim(device), 0)
+        _C._free(a, 6 * MiB, device)
+        self.assertEqual(cuvmm_torch.trim(device), 6 * MiB)
+        self.assertEqual(cuvmm_torch.stats(device)["bytes_physical"]["current"], 0)
+
+    def test_stats_has_every_arena_stats_field(self):
+        device = host_arena(7)
+        self.assertEqual(set(cuvmm_torch.stats(device)),
+                         {"bytes_requested", "allocations", "bytes_mapped", "bytes_physical", "bytes_reserved",
+                          "chunks_created", "chunks_released", "maps", "unmaps", "access_calls",
+                          "cross_stream_reuses", "reclaims", "fragmentation"})
+        self.assertEqual(set(cuvmm_torch.stats(device)), set(cuvmm_torch.stats(62)))
+
+    def test_a_second_host_arena_for_the_same_index_is_refused(self):
+        device = host_arena(8)
+        with self.assertRaises(ValueError):
+            host_arena(device)
+
+
+if __name__ == "__main__":
+    unittest.main()
