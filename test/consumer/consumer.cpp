@@ -1,11 +1,23 @@
-// Uses the installed (or subproject) cuvmm: reserve, create, map, grant, write, read back.
+// Uses the installed (or subproject) cuvmm through its umbrella header: reserve, create, map, grant,
+// write, read back (host backend). Also compiles the README's layers snippet, backend.granularity({})
+// through each backend type (the overrides must repeat the base's default argument).
 #include <cuvmm/cuvmm.hpp>
 
 #include <cstdint>
 #include <cstdio>
 
+// Compiled, not run (a CudaBackend needs a GPU).
+[[maybe_unused]] std::size_t default_granularities(cuvmm::CudaBackend& gpu, cuvmm::HostBackend& host,
+                                                   cuvmm::FaultInjectingBackend& faulty, cuvmm::Backend& any) {
+  return gpu.granularity({}) + host.granularity({}) + faulty.granularity({}) + any.granularity({});
+}
+
 int main() {
   cuvmm::HostBackend backend({.granularity = 64 * cuvmm::KiB});
+  if (backend.granularity({}) != 64 * cuvmm::KiB) {
+    std::printf("consumer: HostBackend::granularity({}) is %zu, not 64 KiB\n", backend.granularity({}));
+    return 1;
+  }
   cuvmm::AddressRange range(backend, 4 * 64 * cuvmm::KiB);
   cuvmm::PhysicalChunk chunk(backend, 64 * cuvmm::KiB);
   cuvmm::AccessGrant const read_write[] = {{.device = 0, .access = cuvmm::Access::read_write}};
