@@ -12,6 +12,16 @@
   return gpu.granularity({}) + host.granularity({}) + faulty.granularity({}) + any.granularity({});
 }
 
+// The README's "layers" snippet, compiled (not run: it needs a GPU).
+[[maybe_unused]] void readme_layers_snippet() {
+  cuvmm::CudaBackend& gpu = cuvmm::cuda_backend(0);
+  std::size_t const chunk_bytes = gpu.granularity({});  // 2 MiB on an H200
+  cuvmm::AddressRange range(gpu, 64 * chunk_bytes);     // address space only
+  cuvmm::PhysicalChunk chunk(gpu, chunk_bytes);         // memory only
+  cuvmm::AccessGrant const rw[] = {{.device = 0, .access = cuvmm::Access::read_write}};
+  cuvmm::Mapping mapping(range, 0, chunk, rw);  // now usable at range.base()
+}
+
 int main() {
   cuvmm::HostBackend backend({.granularity = 64 * cuvmm::KiB});
   if (backend.granularity({}) != 64 * cuvmm::KiB) {
