@@ -3,9 +3,10 @@
 // Owns: nothing; ArenaResource is a copyable, non-owning view of an Arena (the Arena outlives it).
 // Invariants: ArenaResource models CCCL's stream-ordered resource concept with the
 //   device_accessible property in every CCCL it compiles with (static_assert below), so it fits
-//   cuda::mr's resource references, CCCL's containers and RMM 26 (rmm::device_async_resource_ref).
+//   cuda::mr's resource references, CCCL's containers and RMM 26 (device_uvector, device_buffer).
 //   Memory is freed to the resource it came from: two views of one Arena compare equal.
-// Never does: synchronize a stream, or pick a CCCL version by anything but the feature test below.
+// Never does: order work itself (the Arena's stream contract applies), or pick CCCL names by
+//   anything but the feature test below.
 //
 // CCCL renamed the memory-resource interface after 3.0 (the CUDA 13.0 toolkit's): 3.0 has it under
 // LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE as
