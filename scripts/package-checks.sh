@@ -153,7 +153,7 @@ step_clang() {
   rm -rf "$out/clang"
   CXX=clang++-14 PKG_CONFIG_PATH=$prefix/lib/pkgconfig quiet clang-setup \
     meson setup "$out/clang" test/consumer --wrap-mode=nofallback -Ddevice_code=false &&
-    quiet clang-compile meson compile -C "$out/clang" &&
+    quiet clang-compile ninja -C "$out/clang" -k 0 &&  # every failure, not only the first
     echo "clang++-14 consumer against the g++-built library:" &&
     consumer_run_tests "$out/clang"
 }
