@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cuvmm needs on Debian 12 (bookworm): Meson >= 1.7 and Catch2 3.7 from
 # bookworm-backports, Google Benchmark, Open MPI (libcuvmm_mpi and its test), matplotlib (cuvmm-plan's
-# plots) and the rest from bookworm. The backports source is
+# plots), CMake and pip (the package checks) and the rest from bookworm. The backports source is
 # derived from the Debian entry already in apt's sources, so no mirror is named here.
 # The CUDA Toolkit 13 (nvcc) is a prerequisite and is not installed by this script.
 # Idempotent; needs root (or sudo).
@@ -25,7 +25,9 @@ sys.exit(0 if v >= (1, 7) else 1)
 PY
 }
 
-PKGS=(ninja-build pkg-config g++ libbenchmark-dev python3 python3-matplotlib clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin doxygen)
+# cmake and python3-pip: the package checks (CMake consumer; CCCL, RMM and cuobjdump wheels); doxygen: the API reference.
+PKGS=(ninja-build pkg-config g++ libbenchmark-dev python3 python3-matplotlib clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin
+  cmake python3-pip doxygen)
 BACKPORTS_PKGS=(meson libcatch2-dev)
 
 if have_pkgs "${PKGS[@]}" "${BACKPORTS_PKGS[@]}" && meson_ok; then

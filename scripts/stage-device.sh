@@ -8,8 +8,9 @@ stage=${2:?stage dir}
 rm -rf "$stage"
 mkdir -p "$stage"
 stage=$(cd "$stage" && pwd)
-# The library and every executable, at the same relative paths (their rpaths point at ../src).
-(cd "$build" && find src tools bench test -maxdepth 2 \( -name 'libcuvmm.so*' -o -type f -perm -u+x \) \
+# The libraries (with their SONAME links) and every executable, at the same relative paths (their
+# rpaths point at ../src).
+(cd "$build" && find src tools bench test -maxdepth 2 \( -name 'libcuvmm*.so*' -o -type f -perm -u+x \) \
    ! -name '*.p' ! -path '*.p/*' -print0 | xargs -0 cp --parents -P -t "$stage")
 find "$stage" -type f -exec strip --strip-debug {} + 2>/dev/null || true
 cp -P /usr/lib/x86_64-linux-gnu/libbenchmark.so.1* "$stage/"

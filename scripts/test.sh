@@ -7,8 +7,9 @@
 #      tools tests cuvmm-plan, also as a child process on its host-backend profile);
 #   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit`, `ipc` and
 #      `tools` suites (without MPI: Open MPI's own allocations would read as leaks);
-#   3. installs the library into a scratch prefix and builds a small consumer project against it
-#      through pkg-config, and again with cuvmm as a Meson subproject;
+#   3. installs the library (every GPU architecture) into a scratch prefix and checks it as users meet
+#      it: the header list, the architectures in libcuvmm.so, consumers through pkg-config, CMake,
+#      a Meson subproject and clang++-14, the cuda::mr adapter with two CCCL versions, and RMM;
 #   4. fuzzes the Arena for 60 s with libFuzzer (scripts/fuzz.sh; clang 14, host backend);
 #   5. prints the Catch2 test-case counts of every program and a closing
 #      "tests: N passed, N failed, N skipped" line.
@@ -50,7 +51,8 @@ run_suites() {  # run_suites BUILD_DIR SUITE...: fresh reports, then meson test
 }
 
 # 1. The plain build: unit, gpu, ipc and tools suites.
-step "configure build" configure build -Dtests=enabled -Dmpi=enabled
+# Device code for sm_90 only in the test builds (the install build in step 3 makes every architecture).
+step "configure build" configure build -Dtests=enabled -Dmpi=enabled -Dgpu_architectures=90
 step "compile build" meson compile -C build
 step "test build (unit, gpu, ipc, tools)" run_suites build unit gpu ipc tools
 
@@ -66,30 +68,25 @@ step "no libcuda dependency" no_libcuda
 
 # 2. Sanitizers on the unit suite (host code only; the gpu suite needs the real device).
 step "configure build-asan" configure build-asan -Dtests=enabled -Dgpu_tests=disabled -Dmpi=disabled \
-  -Db_sanitize=address,undefined -Db_lundef=false
+  -Db_sanitize=address,undefined -Db_lundef=false -Dgpu_architectures=90
 step "compile build-asan" meson compile -C build-asan
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 step "test build-asan (unit, ipc, tools, ASan+UBSan)" run_suites build-asan unit ipc tools
 
-# 3. Consumers: the installed package through pkg-config, and cuvmm as a subproject.
-consumer_pkgconfig() {
-  local prefix=$repo/build-install/prefix
-  rm -rf "$repo/build-install/prefix" "$repo/build-consumer"
-  configure build-install -Dtests=disabled -Dtools=false -Dbenchmarks=disabled --prefix="$prefix" --libdir=lib &&
-    meson install -C build-install --quiet &&
-    PKG_CONFIG_PATH=$prefix/lib/pkgconfig meson setup build-consumer/pkgconfig test/consumer --wrap-mode=nofallback &&
-    meson compile -C build-consumer/pkgconfig &&
-    LD_LIBRARY_PATH=$prefix/lib build-consumer/pkgconfig/consumer
-}
-consumer_subproject() {
-  local src=$repo/build-consumer/subproject-src
-  mkdir -p "$src/subprojects" && cp test/consumer/* "$src/" && ln -sfn "$repo" "$src/subprojects/cuvmm" &&
-    meson setup build-consumer/subproject "$src" --force-fallback-for=cuvmm &&
-    meson compile -C build-consumer/subproject &&
-    build-consumer/subproject/consumer
-}
-step "consumer via pkg-config" consumer_pkgconfig
-step "consumer via subproject" consumer_subproject
+# 3. The installed package as its users meet it (scripts/package-checks.sh says what each step does).
+# The install build is the only one with every GPU architecture; the RMM and CCCL-wheel checks use
+# Python wheels installed into build-consumer/wheels (never used by the library's own build).
+package() { bash scripts/package-checks.sh "$@"; }
+step "install (every GPU architecture)" package install
+step "header list (installed = listed)" package headers
+step "GPU architectures in libcuvmm.so (cuobjdump)" package archs
+step "consumer via pkg-config" package pkgconfig
+step "consumer via CMake (find_package(cuvmm CONFIG))" package cmake
+step "consumer via subproject" package subproject
+# Fails until the library's ABI no longer depends on the user's compiler (issue 15, item 8).
+step "consumer with clang++-14 against the g++-built library" package clang
+step "cuda::mr adapter with the toolkit's CCCL and the newest CCCL wheel" package cccl
+step "RMM 26 consumer (librmm-cu13 wheel): compile, link, run (SKIPPED without a GPU)" package rmm
 # PyTorch: the plug-in's RUNPATH, the cuvmm_torch package built by pip against torch 2.11 (a venv in
 # build-torch-venv, made once; CUVMM_TORCH_PYTHON names another interpreter), its OOM path on the host backend.
 step "PyTorch package (no GPU)" bash test/torch/run_cpu_tests.sh build

@@ -66,7 +66,9 @@ class Backend {
   virtual std::string_view name() const noexcept = 0;
   virtual MemorySpace space() const noexcept = 0;
 
-  /// Size unit of chunks, mappings and ranges for chunks made with `props`.
+  /// Size unit of chunks, mappings and ranges for chunks made with `props`. Every override
+  /// repeats the default (`kind = GranularityKind::minimum`), so that `backend.granularity({})`
+  /// compiles through the derived type too (test/consumer compiles it for each backend).
   virtual std::size_t granularity(const ChunkProperties& props,
                                   GranularityKind kind = GranularityKind::minimum) const = 0;
 

@@ -26,7 +26,8 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const noexcept override { return "cuda"; }
   MemorySpace space() const noexcept override { return MemorySpace::device; }
-  std::size_t granularity(const ChunkProperties& props, GranularityKind kind) const override;
+  // The default is re-declared: a call through the derived type sees only this declaration's.
+  std::size_t granularity(const ChunkProperties& props, GranularityKind kind = GranularityKind::minimum) const override;
   MemoryInfo memory_info(int device) const override;
   Address reserve(std::size_t size, std::size_t alignment) override;
   void free_range(Address base, std::size_t size) noexcept override;

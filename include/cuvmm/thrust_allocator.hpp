@@ -1,11 +1,17 @@
 // cuvmm/thrust_allocator.hpp: Thrust adapters for the Arena.
 //
-// ThrustArenaResource is a thrust::mr memory resource of device memory drawn from an Arena and
-// ordered on one stream; ThrustAllocator<T> is the allocator over it, for
+// ThrustArenaResource is a thrust::mr memory resource of memory drawn from an Arena and ordered on
+// one stream; ThrustAllocator<T> is the allocator over it, for
 //   thrust::device_vector<T, cuvmm::ThrustAllocator<T>> v(n, alloc);
 //   thrust::sort(thrust::cuda::par(alloc).on(stream), ...);   // temporary storage from the arena
-// Both are views: the Arena and the resource must outlive every allocator and container using them.
-// Needs Thrust (CUDA toolkit headers); compile users with nvcc.
+// Owns: nothing; both are views: the Arena and the resource must outlive every allocator and
+//   container using them.
+// Invariants: memory is freed to the resource object it came from (do_is_equal is identity).
+// Never does: allocate anywhere but the Arena, or order work on any stream but its own (the
+//   Arena's stream contract applies).
+// Compilers: nvcc for CUDA device code (the usual case, CUDA backend). A C++ compiler works too with
+// THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP and an Arena on the HostBackend, as in
+// test/consumer/thrust_arena.cpp. Not in the umbrella header cuvmm.hpp: include it by name.
 #pragma once
 
 #include <algorithm>
