@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <span>
 #include <vector>
 
@@ -181,6 +183,44 @@ TEST_CASE("fills and copies of every element size land exactly", "[gpu][growable
   CHECK(std::equal(std::begin(got.words), std::end(got.words), std::begin(b.words)));
   got = big.element(0);
   CHECK(std::equal(std::begin(got.words), std::end(got.words), std::begin(b.words)));
+}
+
+TEST_CASE("append from a single-pass input iterator past max_capacity changes nothing on the device",
+          "[gpu][growable][strong]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint32_t> buffer(capped(2 * MiB), s.stream);  // one H200 granule
+  std::vector<std::uint32_t> const first{7, 0xDEADBEEF, 9};
+  buffer.append(first);
+  std::uint32_t* const base = buffer.data();
+  std::size_t const capacity_before = buffer.capacity();
+  GrowableStats const stats_before = buffer.stats();
+  std::size_t const room = buffer.max_capacity() - buffer.size();
+
+  std::ostringstream text;
+  for (std::size_t i = 0; i < room + 1; ++i) text << i << ' ';  // one element too many
+  std::istringstream in(text.str());
+  CHECK_THROWS_AS(buffer.append(std::istream_iterator<std::uint32_t>(in), std::istream_iterator<std::uint32_t>()),
+                  CapacityExceeded);
+  CHECK(buffer.size() == first.size());
+  CHECK(buffer.data() == base);
+  CHECK(buffer.capacity() == capacity_before);
+  CHECK(buffer.stats().chunks_created == stats_before.chunks_created);
+  std::vector<std::uint32_t> back(buffer.size(), 0);
+  REQUIRE(cudaMemcpy(back.data(), base, buffer.size_bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(back == first);
+
+  // What fits arrives in order, read once, copied to the device in one step.
+  std::ostringstream exact;
+  for (std::size_t i = 0; i < room; ++i) exact << i * 3 << ' ';
+  std::istringstream in_exact(exact.str());
+  buffer.append(std::istream_iterator<std::uint32_t>(in_exact), std::istream_iterator<std::uint32_t>(), s.stream);
+  REQUIRE(buffer.size() == buffer.max_capacity());
+  back.assign(buffer.size(), 0);
+  REQUIRE(cudaMemcpyAsync(back.data(), base, buffer.size_bytes(), cudaMemcpyDeviceToHost, s.stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s.stream) == cudaSuccess);
+  CHECK(std::equal(first.begin(), first.end(), back.begin()));
+  for (std::size_t i = 0; i < room; ++i) REQUIRE(back[first.size() + i] == i * 3);
 }
 
 TEST_CASE("growing until the device is full throws OutOfMemory and keeps the buffer intact",

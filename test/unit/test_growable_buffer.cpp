@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <list>
 #include <numeric>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <vector>
 
 #include <cuvmm/fault_injecting_backend.hpp>
@@ -284,6 +287,101 @@ TEST_CASE("growth past the address range throws CapacityExceeded and changes not
   buffer.append(std::vector<std::uint8_t>(granule, 1));  // exactly full is fine
   CHECK(buffer.size() == buffer.max_capacity());
   CHECK_THROWS_AS(buffer.push_back(2), CapacityExceeded);
+}
+
+TEST_CASE("append from a single-pass input iterator that runs past max_capacity changes nothing and leaks nothing",
+          "[growable][host][strong]") {
+  // A true single-pass source: std::istream_iterator reads each value once, so append cannot count
+  // it before it reads it.
+  static_assert(std::input_iterator<std::istream_iterator<std::uint32_t>> &&
+                !std::forward_iterator<std::istream_iterator<std::uint32_t>>);
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<std::uint32_t> buffer(backend, capped(4 * granule));  // 65536 elements at most
+  std::vector<std::uint32_t> const first{7, 0xDEADBEEF, 9, 0, 0xFFFFFFFF};
+  buffer.append(first);
+  std::uint32_t* const base = buffer.data();
+  std::size_t const capacity_before = buffer.capacity();
+  LiveCounts const live_before = backend.live_counts();
+  REQUIRE(live_before.chunks == 1);
+  // Poison the mapped tail: a failed append must not have written there either (it stages first).
+  std::fill(buffer.data() + buffer.size(), buffer.data() + capacity_before, 0xA5A5A5A5u);
+
+  std::size_t const room = buffer.max_capacity() - buffer.size();  // 65531
+  std::ostringstream text;
+  for (std::size_t i = 0; i < room + 1; ++i) text << i << ' ';  // one element too many
+  std::istringstream in(text.str());
+  try {
+    buffer.append(std::istream_iterator<std::uint32_t>(in), std::istream_iterator<std::uint32_t>());
+    FAIL("append past max_capacity did not throw");
+  } catch (const CapacityExceeded& e) {
+    // The first element that did not fit is the one asked for.
+    CHECK(e.requested_bytes() == (buffer.max_capacity() + 1) * sizeof(std::uint32_t));
+    CHECK(e.max_capacity_bytes() == 4 * granule);
+  }
+  CHECK(buffer.size() == first.size());
+  CHECK(contents(buffer) == first);
+  CHECK(buffer.data() == base);
+  CHECK(buffer.capacity() == capacity_before);
+  CHECK(backend.live_counts() == live_before);
+  CHECK(std::all_of(buffer.data() + buffer.size(), buffer.data() + capacity_before,
+                    [](std::uint32_t x) { return x == 0xA5A5A5A5u; }));
+
+  // Exactly up to max_capacity fits, read once, in order.
+  std::ostringstream exact;
+  for (std::size_t i = 0; i < room; ++i) exact << i * 3 << ' ';
+  std::istringstream in_exact(exact.str());
+  buffer.append(std::istream_iterator<std::uint32_t>(in_exact), std::istream_iterator<std::uint32_t>());
+  REQUIRE(buffer.size() == buffer.max_capacity());
+  CHECK(std::equal(first.begin(), first.end(), buffer.data()));
+  for (std::size_t i = 0; i < room; ++i) REQUIRE(buffer.data()[first.size() + i] == i * 3);
+  CHECK(buffer.data() == base);
+}
+
+namespace {
+/// A single-pass iterator over n values whose reading throws at value `throw_at`.
+struct ThrowingReader {
+  using iterator_category = std::input_iterator_tag;
+  using value_type = std::uint32_t;
+  using difference_type = std::ptrdiff_t;
+  using reference = value_type;
+  using pointer = void;
+  std::size_t i = 0;
+  std::size_t throw_at = 0;
+  value_type operator*() const {
+    if (i == throw_at) throw std::runtime_error("the source failed");
+    return static_cast<value_type>(i + 100);
+  }
+  ThrowingReader& operator++() {
+    ++i;
+    return *this;
+  }
+  ThrowingReader operator++(int) {
+    ThrowingReader const before = *this;
+    ++i;
+    return before;
+  }
+  friend bool operator==(const ThrowingReader& a, const ThrowingReader& b) { return a.i == b.i; }
+};
+}  // namespace
+
+TEST_CASE("append from a single-pass iterator that throws midway changes nothing and leaks nothing",
+          "[growable][host][strong]") {
+  static_assert(std::input_iterator<ThrowingReader> && !std::forward_iterator<ThrowingReader>);
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<std::uint32_t> buffer(backend, capped(64 * granule));
+  buffer.push_back(1);
+  LiveCounts const live_before = backend.live_counts();
+  std::size_t const capacity_before = buffer.capacity();
+  // Throws after 3 granules' worth of elements: growth would have been needed to hold them.
+  std::size_t const throw_at = 3 * granule / sizeof(std::uint32_t);
+  CHECK_THROWS_AS(buffer.append(ThrowingReader{0, throw_at}, ThrowingReader{throw_at + 10, throw_at}),
+                  std::runtime_error);
+  CHECK(contents(buffer) == std::vector<std::uint32_t>{1});
+  CHECK(buffer.capacity() == capacity_before);
+  CHECK(backend.live_counts() == live_before);
+
+  buffer.append(ThrowingReader{0, 99}, ThrowingReader{3, 99});
+  CHECK(contents(buffer) == std::vector<std::uint32_t>{1, 100, 101, 102});
 }
 
 TEST_CASE("zero and absurd sizes are no-ops or clear errors", "[growable][host]") {
