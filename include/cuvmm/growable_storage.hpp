@@ -68,7 +68,7 @@ struct GrowableOptions {
   GrowthPolicy growth = GrowthPolicy::fast;
   /// The fast policy's hide size: bytes the device writes in about the time one growth step takes,
   /// so a chunk this large hides its step behind the GPU's work. 0: default_hide_bytes() of the
-  /// smallest placement device's memory (its memory / 512: 262 MiB on an H200). `cuvmm-plan`
+  /// smallest placement device's memory (its memory / 512: ~280 MiB on an H200). `cuvmm-plan`
   /// measures it for a GPU and prints the value to set here. Rounded down to whole granules,
   /// within [one granule, the chunk cap].
   std::size_t hide_bytes = 0;

@@ -9,8 +9,8 @@
 //    of fill bandwidth, ~100 µs a step) that is ~300 MB: a few hundred MiB. cuvmm-plan measures it
 //    per GPU (fill bandwidth of the preallocated baseline x step time of its chunk size) and prints
 //    the value for GrowableOptions::hide_bytes. Its default is the device's memory / 512
-//    (default_hide_bytes): 141 GB / 512 = 262 MiB on an H200 (fast GPUs have about 25-45 bytes/s of
-//    bandwidth per byte of memory, so memory / 512 is roughly 100 µs of writing everywhere).
+//    (default_hide_bytes): ~140 GiB / 512 = ~280 MiB on an H200. Fast GPUs have about 25-45 bytes/s
+//    of bandwidth per byte of memory, so writing memory / 512 takes ~45-80 µs: about one step.
 //  - Below the hide size every step is exposed, so the count of steps is what costs: the old rule
 //    (1/16 of the size per chunk, ~11 steps per doubling) made 256 MiB in 4 KiB appends take 58
 //    steps and run no faster than cudaMalloc copy-and-grow. So the `fast` policy grows a buffer
@@ -52,7 +52,7 @@ enum class GrowthPolicy : std::uint8_t {
 inline constexpr std::size_t default_max_chunk_bytes = std::size_t{2} << 30;  // 2 GiB
 
 /// The default hide size of a device with `device_memory_bytes` of memory: 1/512 of it, rounded
-/// down to the granularity, at least one granule (262 MiB on a 141 GB H200; see above).
+/// down to the granularity, at least one granule (~280 MiB on an H200, ~140 GiB; see above).
 constexpr std::size_t default_hide_bytes(std::size_t device_memory_bytes, std::size_t granularity) noexcept {
   if (granularity == 0) return 0;
   std::size_t const granules = device_memory_bytes / 512 / granularity;
@@ -80,7 +80,7 @@ constexpr std::size_t growth_unit_bytes(std::size_t target_bytes, std::size_t gr
 struct GrowthShape {
   std::size_t granularity = 0;                          ///< every chunk is a multiple of it
   std::size_t max_chunk_bytes = default_max_chunk_bytes;  ///< the cap (rounded to the granularity)
-  std::size_t hide_bytes = 0;  ///< the hide size (fast policy; rounded down to granules, within [granule, cap])
+  std::size_t hide_bytes = 0;  ///< the fast policy's hide size (taken in whole granules, within [granule, cap])
   GrowthPolicy policy = GrowthPolicy::fast;
 };
 
