@@ -6,7 +6,8 @@
 #      without a GPU; ipc runs two-process sharing on the host backend and two MPI ranks under mpirun;
 #      tools tests cuvmm-plan, also as a child process on its host-backend profile);
 #   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit`, `ipc` and
-#      `tools` suites (without MPI: Open MPI's own allocations would read as leaks);
+#      `tools` suites (without MPI: Open MPI's own allocations would read as leaks); then with
+#      ThreadSanitizer, the same suites (host code only: no gpu suite, no MPI);
 #   3. installs the library (every GPU architecture) into a scratch prefix and checks it as users meet
 #      it: the header list, the architectures in libcuvmm.so, consumers through pkg-config, CMake,
 #      a Meson subproject and clang++-14, the cuda::mr adapter with two CCCL versions, and RMM;
@@ -73,6 +74,20 @@ step "compile build-asan" meson compile -C build-asan
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 step "test build-asan (unit, ipc, tools, ASan+UBSan)" run_suites build-asan unit ipc tools
 
+# ThreadSanitizer on the same suites. Host code only: the CUDA driver and runtime are not
+# instrumented (their threads would be invisible to TSan), so the gpu suite and cuvmm-plan's CUDA
+# baselines are not built, and MPI stays off. No suppressions are needed (none is used). Child
+# processes (fork without exec in run_in_child, posix_spawn elsewhere) run under TSan too; a child
+# that must die of SIGSEGV resets the handler first, as under ASan. halt_on_error: the first report
+# fails the program (TSan's exit code 66 would too, at exit).
+tsan_suites() {
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_suites build-tsan unit ipc tools
+}
+step "configure build-tsan" configure build-tsan -Dtests=enabled -Dgpu_tests=disabled -Dmpi=disabled \
+  -Dbenchmarks=disabled -Db_sanitize=thread -Db_lundef=false -Dgpu_architectures=90
+step "compile build-tsan" meson compile -C build-tsan
+step "test build-tsan (unit, ipc, tools, TSan)" tsan_suites
+
 # 3. The installed package as its users meet it (scripts/package-checks.sh says what each step does).
 # The install build is the only one with every GPU architecture; the RMM and CCCL-wheel checks use
 # Python wheels installed into build-consumer/wheels (never used by the library's own build).
@@ -96,8 +111,9 @@ step "fuzz the Arena for 60 s (libFuzzer, host backend)" bash scripts/fuzz.sh 60
 
 # 5. What ran: Catch2 test cases per program, skips with their reasons.
 echo
-echo "==> Catch2 test cases (build: unit + gpu + ipc + tools; build-asan: unit + ipc + tools under ASan+UBSan)"
-step "test summary" python3 scripts/test-summary.py build/test-results build-asan/test-results
+echo "==> Catch2 test cases (build: unit + gpu + ipc + tools; build-asan: unit + ipc + tools under ASan+UBSan;"
+echo "    build-tsan: unit + ipc + tools under TSan)"
+step "test summary" python3 scripts/test-summary.py build/test-results build-asan/test-results build-tsan/test-results
 
 if [ ${#failed[@]} -ne 0 ]; then
   echo "FAILED steps: ${failed[*]}"

@@ -27,8 +27,10 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <thrust/device_ptr.h>
+#include <thrust/iterator/iterator_traits.h>
 
 #include <cuvmm/detail/memory_spaces.hpp>
 #include <cuvmm/error.hpp>
@@ -50,6 +52,25 @@ template <class It>
 struct is_device_ptr : std::false_type {};
 template <class U>
 struct is_device_ptr<thrust::device_ptr<U>> : std::true_type {};
+
+/// A host iterator that can be read only once (its category is not forward): its length is
+/// unknown until it has been read, so it is staged in host memory before the buffer changes.
+/// Thrust's device iterators carry categories of their own and are never staged on the host.
+template <class It>
+consteval bool single_pass_host_iterator() {
+  if constexpr (std::forward_iterator<It>) {
+    return false;
+  } else if constexpr (requires { typename thrust::iterator_system<It>::type; }) {
+    // Thrust knows it: stage it only if it is a host iterator whose category is not forward (a
+    // Thrust fancy iterator can fail std::forward_iterator only for want of a default constructor).
+    return std::is_same_v<typename thrust::iterator_system<It>::type, thrust::host_system_tag> &&
+           !std::is_base_of_v<std::forward_iterator_tag, typename std::iterator_traits<It>::iterator_category>;
+  } else {
+    return true;  // a C++20 input iterator Thrust cannot classify: a host iterator
+  }
+}
+template <class It>
+inline constexpr bool is_single_pass_host_iterator = single_pass_host_iterator<It>();
 }  // namespace detail
 
 template <class T, class Space>
@@ -167,8 +188,12 @@ class BasicGrowableBuffer {
   }
 
   /// Appends [first, last): contiguous ranges of T (host containers, thrust::device_ptr) are
-  /// copied as bytes; other iterators (Thrust fancy iterators, conversions) run thrust::copy on
-  /// `stream` and need this translation unit to be compiled by nvcc.
+  /// copied as bytes; a single-pass host iterator (std::istream_iterator) is read into host memory
+  /// first and then copied once; other iterators (Thrust fancy iterators, conversions) of a device
+  /// buffer run thrust::copy on `stream` and need this translation unit to be compiled by nvcc.
+  /// Strong guarantee: if it throws (CapacityExceeded, OutOfMemory, the iterator itself), size and
+  /// contents are unchanged and nothing was mapped for it. A single-pass source longer than
+  /// max_capacity() allows throws CapacityExceeded at the first element that does not fit.
   template <std::input_iterator InputIt>
   void append(InputIt first, InputIt last) {
     append(first, last, stream_);
@@ -180,6 +205,8 @@ class BasicGrowableBuffer {
       append(std::span<const T>(std::to_address(first), static_cast<size_type>(last - first)), stream);
     } else if constexpr (detail::is_device_ptr<InputIt>::value && std::is_same_v<Value, T>) {
       append(std::span<const T>(first.get(), static_cast<size_type>(last - first)), stream);
+    } else if constexpr (detail::is_single_pass_host_iterator<InputIt>) {
+      append_single_pass(first, last, stream);
     } else if constexpr (Space::memory_space == MemorySpace::host) {
       append_host_elements(first, last);
     } else {
@@ -254,18 +281,32 @@ class BasicGrowableBuffer {
     }
   }
 
+  /// Multi-pass host iterators of a host buffer: counted, reserved at once, converted in place.
   template <class InputIt>
   void append_host_elements(InputIt first, InputIt last) {
-    if constexpr (std::forward_iterator<InputIt>) {
-      size_type const count = static_cast<size_type>(std::distance(first, last));
-      size_type const old_size = size_;
-      reserve(checked_sum(old_size, count));
-      T* out = data() + old_size;
-      for (; first != last; ++first, ++out) *out = static_cast<T>(*first);
-      size_ = old_size + count;
-    } else {
-      for (; first != last; ++first) push_back(static_cast<T>(*first));
+    size_type const count = static_cast<size_type>(std::distance(first, last));
+    size_type const old_size = size_;
+    reserve(checked_sum(old_size, count));
+    T* out = data() + old_size;
+    for (; first != last; ++first, ++out) *out = static_cast<T>(*first);
+    size_ = old_size + count;  // only now: a conversion that throws leaves size() as it was
+  }
+
+  /// Single-pass host iterators: read into a host staging vector (never more elements than the
+  /// room left below max_capacity()), then appended in one step. The buffer is touched only by
+  /// that last step, which is itself all-or-nothing: the strong guarantee of append.
+  template <class InputIt>
+  void append_single_pass(InputIt first, InputIt last, Stream stream) {
+    size_type const room = max_capacity() - size_;
+    std::vector<T> staged;
+    for (; first != last; ++first) {
+      if (staged.size() == room) {
+        // The first element that does not fit: the request is at least one element too many.
+        throw CapacityExceeded(bytes_for(checked_sum(size_, room) + 1), storage_.max_capacity());
+      }
+      staged.push_back(static_cast<T>(*first));
     }
+    append(std::span<const T>(staged), stream);
   }
 
   GrowableStorage storage_;

@@ -7,7 +7,7 @@
 //  2. Every operation completes or leaves the object as it was, leaking nothing: a growth step
 //     builds its chunks and mappings in locals and commits them only when all succeeded.
 //  3. Mapped bytes are a prefix [0, capacity()) of the range, granted the configured access.
-//     Slack is at most one chunk (see growth_policy.hpp).
+//     Slack is bounded by the growth policy (growth_policy.hpp, DESIGN.md invariant 6).
 //  4. Shrinking unmaps and releases whole tail chunks only. It does not wait for anything:
 //     cuMemUnmap does not wait for kernels either, so the caller first makes sure no queued work
 //     still uses the tail (GrowableBuffer waits for its stream, never for the whole device).
@@ -54,7 +54,7 @@ struct GrowableOptions {
   /// Who may access the memory, per allocation (no peer access is enabled device-wide). Empty:
   /// read-write for every device in `devices`. Peers that hold no chunk may be listed too.
   std::vector<AccessGrant> access;
-  /// Cap of the geometric chunk growth (rounded to the granularity).
+  /// Cap on the size of one chunk (rounded to the granularity).
   std::size_t max_chunk_bytes = default_max_chunk_bytes;
   /// Handle types every chunk must be exportable as (for sharing between processes).
   HandleType shareable = HandleType::none;
@@ -62,6 +62,16 @@ struct GrowableOptions {
   /// device does not grant it; GrowableStats says how many bytes fell back) or required (a growth
   /// step that gets an uncompressed chunk throws cuvmm::Unsupported and changes nothing).
   Compression compression = Compression::none;
+  /// How chunk sizes grow (growth_policy.hpp): `fast` grows like std::vector below the hide size,
+  /// then in chunks of at least the hide size, then of 1/16 of the size; `compact` takes 1/16 of
+  /// the size at every size (least slack, more growth steps for small buffers).
+  GrowthPolicy growth = GrowthPolicy::fast;
+  /// The fast policy's hide size: bytes the device writes in about the time one growth step takes,
+  /// so a chunk this large hides its step behind the GPU's work. 0: default_hide_bytes() of the
+  /// smallest placement device's memory (its memory / 512: ~280 MiB on an H200). `cuvmm-plan`
+  /// measures it for a GPU and prints the value to set here. Rounded down to whole granules,
+  /// within [one granule, the chunk cap].
+  std::size_t hide_bytes = 0;
 };
 
 /// Counters of a growable buffer, for tests, benchmarks and capacity planning.
@@ -101,6 +111,8 @@ class GrowableStorage {
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunks_.size(); }
   [[nodiscard]] Backend& backend() const noexcept { return *backend_; }
   [[nodiscard]] const GrowableOptions& options() const noexcept { return options_; }
+  /// What sizes the chunks: granularity, cap, hide size (the default resolved) and policy.
+  [[nodiscard]] const GrowthShape& growth_shape() const noexcept { return shape_; }
   [[nodiscard]] GrowableStats stats() const noexcept;
   /// The chunks mapped now, in address order.
   [[nodiscard]] const std::vector<PhysicalChunk>& chunks() const noexcept { return chunks_; }
@@ -134,6 +146,7 @@ class GrowableStorage {
   Backend* backend_;
   GrowableOptions options_;
   std::size_t granularity_ = 0;
+  GrowthShape shape_;
   AddressRange range_;                  // declared before the chunks and mappings: freed last
   std::vector<PhysicalChunk> chunks_;   // released after the mappings
   std::vector<Mapping> mappings_;       // mappings_[i] maps chunks_[i]; unmapped first

@@ -1,34 +1,63 @@
 // cuvmm/growth_policy.hpp: how big the next physical chunk of a growing buffer is. The one place
-// this is decided.
+// this is decided (DESIGN.md invariant 6).
 //
-// Reasoning (numbers from the H200, see H200.md and bench/bench_driver_calls.cu):
-//  - Each chunk costs driver calls: cuMemCreate ~15-70 µs, cuMemMap ~2 µs and, per growth step,
-//    one cuMemSetAccess ~35-100 µs (one call covers all the chunks of the step, side by side).
-//    Measured in growth, a chunk costs ~90 µs all told. Fixed 2 MiB chunks would need ~70,000
-//    chunks for 140 GiB: far too slow. So chunks grow with the buffer.
-//  - Doubling (like vector capacity) would leave up to half the memory mapped but unused. cuvmm's
-//    slack bound (DESIGN.md invariant 6) is one chunk of at most ~1/16 of the size.
-//  - So a growth step works in units of 1/16 of the size it grows to, rounded down to a
-//    multiple of the granularity. It maps what is missing in as few chunks as it can:
-//    one chunk of the missing bytes rounded up to the unit, split only at the cap. Slack is what
-//    the last chunk was rounded up by: less than one unit, so under 1/16 of the size. Small steps
-//    (push_back) take one unit per chunk: the buffer grows by a factor 17/16 per chunk, ~11 chunks
-//    per doubling, O(log n) below the cap; a big step (a 64 MiB append to a small buffer, a
-//    reserve) is one chunk. Units rounded down to powers of two (tried first) averaged ~1/22 of
-//    the size: 16 chunks per doubling, 112 instead of 89 chunks for 64 MiB appends up to 64 GiB.
-//  - The cap bounds the cost of one call and the slack of a huge buffer; releasing a 2 GiB chunk
-//    takes ~700 µs, so larger chunks buy little. ~70 chunks hold 140 GiB at the cap.
-//  - Creating the next chunk ahead on a background thread was tried and measured: the driver
-//    serializes it with the foreground cuMemMap/cuMemSetAccess calls, and growth to 64 GiB spent
-//    31 ms in driver calls instead of 22 ms. Fewer chunks is what makes growth cheaper.
+// Reasoning (numbers from the H200, see H200.md, bench/bench_driver_calls.cu and issue #12):
+//  - A growth step costs ~50-100 µs of driver calls on the host (cuMemCreate ~11-37 µs, cuMemMap
+//    ~1 µs, and granting access ~25 µs per newly mapped handle whatever the call shape). A step is
+//    hidden behind the GPU's work only when the chunk it maps takes the GPU longer to fill than the
+//    step takes: the "hide size", bytes the device writes in ~one step's time. On an H200 (~3 TB/s
+//    of fill bandwidth, ~100 µs a step) that is ~300 MB: a few hundred MiB. cuvmm-plan measures it
+//    per GPU (fill bandwidth of the preallocated baseline x step time of its chunk size) and prints
+//    the value for GrowableOptions::hide_bytes. Its default is the device's memory / 512
+//    (default_hide_bytes): ~140 GiB / 512 = ~280 MiB on an H200. Fast GPUs have about 25-45 bytes/s
+//    of bandwidth per byte of memory, so writing memory / 512 takes ~45-80 µs: about one step.
+//  - Below the hide size every step is exposed, so the count of steps is what costs: the old rule
+//    (1/16 of the size per chunk, ~11 steps per doubling) made 256 MiB in 4 KiB appends take 58
+//    steps and run no faster than cudaMalloc copy-and-grow. So the `fast` policy grows a buffer
+//    smaller than the hide size like std::vector: each step maps at least as much as is mapped
+//    (capacity at least doubles; 8 steps to 256 MiB from one 2 MiB granule). The slack this leaves
+//    is below what is mapped, so below the size: never worse than copy-and-grow's, which also
+//    holds the old and the new copy at once while it copies.
+//  - From the hide size on, chunks are at least the hide size (each step hidden, slack at most one
+//    hide size), and once 1/16 of the size is larger, 1/16 of the size (so slack stays <= 1/16 for
+//    large buffers: ~11 steps per doubling there, each hidden), rounded down to whole granules.
+//  - Every chunk is at most the cap (GrowableOptions::max_chunk_bytes, 2 GiB by default): it bounds
+//    the cost of one call and the slack of a huge buffer; releasing a 2 GiB chunk takes ~700 µs, so
+//    larger chunks buy little. ~70 chunks hold 140 GiB at the cap.
+//  - A step maps what is missing in as few chunks as it can: one chunk of the missing bytes rounded
+//    up to the step's unit (below the hide size: at least what is mapped), split only at the cap. A
+//    big step (a 64 MiB append to a small buffer, a reserve) is one exact chunk.
+//  - Bound (checked by the unit tests over a sweep of sizes): after growing to `size`, the slack
+//    (mapped - size) is at most max(size / 16, min(size, hide size)) plus one granule.
+//  - The `compact` policy is the old rule (1/16 of the size at every size, slack <= 1/16 or one
+//    granule), for programs that prefer memory over time.
+//  - Tried and measured before: units rounded down to powers of two averaged ~1/22 of the size
+//    (more steps for the same slack); creating the next chunk ahead on a background thread is
+//    serialized by the driver with the foreground map/access calls (31 ms instead of 22 ms to
+//    64 GiB). Fewer steps, and fewer, larger handles, are what make growth cheaper.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace cuvmm {
 
+/// How a growable buffer sizes its chunks (GrowableOptions::growth).
+enum class GrowthPolicy : std::uint8_t {
+  fast,     ///< geometric below the hide size, then chunks of at least the hide size, then 1/16
+  compact,  ///< 1/16 of the size at every size: least slack, more (exposed) steps for small buffers
+};
+
 /// Default cap on chunk size (GrowableOptions::max_chunk_bytes).
 inline constexpr std::size_t default_max_chunk_bytes = std::size_t{2} << 30;  // 2 GiB
+
+/// The default hide size of a device with `device_memory_bytes` of memory: 1/512 of it, rounded
+/// down to the granularity, at least one granule (~280 MiB on an H200, ~140 GiB; see above).
+constexpr std::size_t default_hide_bytes(std::size_t device_memory_bytes, std::size_t granularity) noexcept {
+  if (granularity == 0) return 0;
+  std::size_t const granules = device_memory_bytes / 512 / granularity;
+  return (granules == 0 ? 1 : granules) * granularity;
+}
 
 /// The cap rounded down to a multiple of the granularity, and never below one granule.
 constexpr std::size_t chunk_cap_bytes(std::size_t granularity, std::size_t max_chunk_bytes) noexcept {
@@ -36,8 +65,8 @@ constexpr std::size_t chunk_cap_bytes(std::size_t granularity, std::size_t max_c
   return (granules == 0 ? 1 : granules) * granularity;
 }
 
-/// The unit of a growth step towards `target_bytes`: 1/16 of the target, rounded down to a
-/// multiple of `granularity`, at least one granule, at most the cap.
+/// 1/16 of `target_bytes`, rounded down to a multiple of `granularity`, at least one granule, at
+/// most the cap: the unit of the compact policy, and of the fast one for large buffers.
 constexpr std::size_t growth_unit_bytes(std::size_t target_bytes, std::size_t granularity,
                                         std::size_t max_chunk_bytes) noexcept {
   if (granularity == 0) return 0;
@@ -47,18 +76,47 @@ constexpr std::size_t growth_unit_bytes(std::size_t target_bytes, std::size_t gr
   return unit < cap ? unit : cap;
 }
 
+/// What next_chunk_bytes needs to know of a buffer besides its sizes.
+struct GrowthShape {
+  std::size_t granularity = 0;                          ///< every chunk is a multiple of it
+  std::size_t max_chunk_bytes = default_max_chunk_bytes;  ///< the cap (rounded to the granularity)
+  std::size_t hide_bytes = 0;  ///< the fast policy's hide size (taken in whole granules, within [granule, cap])
+  GrowthPolicy policy = GrowthPolicy::fast;
+};
+
 /// The size of the next chunk to map for a buffer that has `mapped_bytes` mapped and needs
-/// `target_bytes` (> mapped_bytes): what is missing rounded up to the step's unit, at most the cap.
-/// The one function that decides chunk sizes.
-constexpr std::size_t next_chunk_bytes(std::size_t mapped_bytes, std::size_t target_bytes, std::size_t granularity,
-                                       std::size_t max_chunk_bytes) noexcept {
-  if (granularity == 0 || target_bytes <= mapped_bytes) return 0;
-  std::size_t const unit = growth_unit_bytes(target_bytes, granularity, max_chunk_bytes);
+/// `target_bytes` (> mapped_bytes), by the policy above. 0 when nothing is missing (or no
+/// granularity). A multiple of the granularity, at most the cap. The one function that decides
+/// chunk sizes: GrowableStorage::reserve calls it until the target is mapped.
+constexpr std::size_t next_chunk_bytes(std::size_t mapped_bytes, std::size_t target_bytes,
+                                       const GrowthShape& shape) noexcept {
+  std::size_t const g = shape.granularity;
+  if (g == 0 || target_bytes <= mapped_bytes) return 0;
+  std::size_t const cap = chunk_cap_bytes(g, shape.max_chunk_bytes);
   std::size_t const missing = target_bytes - mapped_bytes;
-  std::size_t const cap = chunk_cap_bytes(granularity, max_chunk_bytes);
   if (missing >= cap) return cap;
+  std::size_t const missing_granules = (missing + g - 1) / g * g;
+  std::size_t unit = growth_unit_bytes(target_bytes, g, shape.max_chunk_bytes);
+  if (shape.policy == GrowthPolicy::fast) {
+    std::size_t hide = shape.hide_bytes / g * g;
+    hide = hide < g ? g : (hide > cap ? cap : hide);
+    if (mapped_bytes < hide) {
+      // Geometric: at least double what is mapped (std::vector's rule), one granule at first.
+      std::size_t chunk = missing_granules > mapped_bytes ? missing_granules : mapped_bytes / g * g;
+      if (chunk < g) chunk = g;
+      return chunk < cap ? chunk : cap;
+    }
+    if (unit < hide) unit = hide;
+  }
   std::size_t const chunk = (missing + unit - 1) / unit * unit;
   return chunk < cap ? chunk : cap;
+}
+
+/// The compact policy's chunk (1/16 of the size at every size), as before GrowthShape existed.
+constexpr std::size_t next_chunk_bytes(std::size_t mapped_bytes, std::size_t target_bytes, std::size_t granularity,
+                                       std::size_t max_chunk_bytes) noexcept {
+  return next_chunk_bytes(mapped_bytes, target_bytes,
+                          GrowthShape{granularity, max_chunk_bytes, 0, GrowthPolicy::compact});
 }
 
 }  // namespace cuvmm

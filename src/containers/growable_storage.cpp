@@ -69,6 +69,17 @@ std::size_t common_granularity(Backend& backend, const GrowableOptions& options)
   return granularity;
 }
 
+/// The fast policy's hide size when none is given: default_hide_bytes() of the smallest placement
+/// device's memory (chunks go to each of them in turn).
+std::size_t default_hide_for(Backend& backend, const GrowableOptions& options, std::size_t granularity) {
+  std::size_t smallest = 0;
+  for (int device : placement_devices(options)) {
+    std::size_t const total = backend.memory_info(device).total;
+    smallest = smallest == 0 ? total : std::min(smallest, total);
+  }
+  return default_hide_bytes(smallest, granularity);
+}
+
 /// Invariant 5: as large as the placement devices' memory unless told otherwise; halve on refusal.
 AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std::size_t granularity) {
   std::size_t wanted = options.max_capacity;
@@ -106,6 +117,9 @@ GrowableStorage::GrowableStorage(Backend& backend, GrowableOptions options)
   if (options_.access.empty()) options_.access = access_grants(options_);
   if (options_.devices.empty()) options_.devices = placement_devices(options_);
   granularity_ = common_granularity(backend, options_);
+  std::size_t hide = options_.hide_bytes;
+  if (options_.growth == GrowthPolicy::fast && hide == 0) hide = default_hide_for(backend, options_, granularity_);
+  shape_ = GrowthShape{granularity_, options_.max_chunk_bytes, hide, options_.growth};
   range_ = reserve_range(backend, options_, granularity_);
   counters_.max_capacity_bytes = range_.size();
 }
@@ -114,6 +128,7 @@ GrowableStorage::GrowableStorage(GrowableStorage&& other) noexcept
     : backend_(other.backend_),
       options_(std::move(other.options_)),
       granularity_(other.granularity_),
+      shape_(other.shape_),
       range_(std::move(other.range_)),
       chunks_(std::move(other.chunks_)),
       mappings_(std::move(other.mappings_)),
@@ -136,6 +151,7 @@ GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
     backend_ = other.backend_;
     options_ = std::move(other.options_);
     granularity_ = other.granularity_;
+    shape_ = other.shape_;
     capacity_ = std::exchange(other.capacity_, 0);
     counters_ = std::exchange(other.counters_, {});
   }
@@ -221,7 +237,7 @@ void GrowableStorage::reserve(std::size_t bytes) {
   while (mapped < bytes) {
     std::size_t const room = range_.size() - mapped;
     std::size_t const needed = round_up(bytes - mapped, granularity_);
-    std::size_t const size = std::min(next_chunk_bytes(mapped, bytes, granularity_, options_.max_chunk_bytes), room);
+    std::size_t const size = std::min(next_chunk_bytes(mapped, bytes, shape_), room);
     PhysicalChunk chunk = create_chunk(next_device(new_chunks), size, std::min(needed, size));
     new_mappings.emplace_back(range_, mapped, chunk);
     mapped += chunk.size();

@@ -88,7 +88,9 @@ void LeakCheck::verify() const {
   CHECK(backend_->live_counts() == counts_);
   std::size_t const free_now = backend_->memory_info(device_).free;
   INFO("free device memory: " << free_bytes_ << " bytes before, " << free_now << " bytes after; granularity "
-                              << granularity_);
+                              << granularity_
+                              << " (if the live objects matched, memory went to something outside cuvmm: a kernel "
+                                 "first launched after the baseline? see leak_checked())");
   CHECK(free_now + granularity_ >= free_bytes_);
   CHECK(free_now <= free_bytes_ + granularity_);
 }

@@ -78,6 +78,15 @@ std::size_t pattern_hits(std::uint64_t seed, std::size_t count, std::uint32_t va
 inline constexpr std::uint32_t poison = 0xA5C3E10Fu;
 
 /// Records the real observables now; verify() checks they came back.
+///
+/// Two observables: the backend's live objects (exactly what cuvmm holds: ranges, chunks, mappings
+/// and their bytes) and the device's free memory (so a chunk the backend forgot to release is seen
+/// too). Free memory also moves with what the CUDA runtime takes for itself and keeps: since CUDA
+/// 12.2 modules are loaded lazily, at the first launch of one of their kernels (CUDA_MODULE_LOADING
+/// unset or LAZY), and that memory is never given back. So a baseline is valid only after every
+/// kernel the measured code launches has run once. init_runtime() runs the kernels of kernels.cu;
+/// code that launches any other kernel (its own, Thrust's, CUB's: they pick kernels by input size)
+/// is measured with leak_checked(), which runs it once before the baseline.
 class LeakCheck {
  public:
   explicit LeakCheck(const Backend& backend, int device = 0);
@@ -92,5 +101,17 @@ class LeakCheck {
   std::size_t free_bytes_;
   std::size_t granularity_;
 };
+
+/// Runs `body()` twice: once to warm up (it loads every module its kernels live in and sizes what
+/// the runtime keeps, at the very sizes it uses), then under a LeakCheck on `backend`. Valid with
+/// lazy or eager module loading alike. `body` must be repeatable: it makes and releases its own
+/// objects and streams.
+template <class Body>
+void leak_checked(const Backend& backend, Body&& body, int device = 0) {
+  body();
+  LeakCheck const leaks(backend, device);
+  body();
+  leaks.verify();
+}
 
 }  // namespace cuvmm::test

@@ -231,3 +231,51 @@ TEST_CASE("sizes are printed in the largest exact unit, else with one decimal", 
   CHECK(human_bytes(512) == "512 bytes");
   CHECK(human_bytes(4096) == "4 KiB");
 }
+
+TEST_CASE("the hide size is fill bandwidth times the step time of the first chunk size that hides its own step",
+          "[plan][report][hide]") {
+  Measurements m;
+  m.total_bytes = 128 * GiB;
+  m.granularity = 2 * MiB;
+  // Steps (create + map + set access = 0.7 of each total): 44.1, 60.2, 81.2 and 140 µs.
+  m.driver_calls = {driver_row(1 * GiB, 200), driver_row(2 * MiB, 63), driver_row(64 * MiB, 86),
+                    driver_row(256 * MiB, 116)};
+  Recommendation r = recommend(m);
+  CHECK_FALSE(r.hide_bytes.has_value());  // no fill bandwidth without the preallocated baseline
+  CHECK(r.default_hide_bytes == 256 * MiB);
+  CHECK_THAT(format_recommendation(r, m),
+             ContainsSubstring("hide size:         not measured (needs the driver calls and the preallocated "
+                               "baseline); GrowableOptions::hide_bytes defaults to memory / 512 = 256 MiB"));
+
+  // Fills at 8 GiB in 2.9 ms (2.96 TB/s): 2 MiB fills in 0.7 µs, 64 MiB in 22.7 µs (both shorter
+  // than their steps), 256 MiB in 90.6 µs >= 81.2 µs. So 2.96e12 B/s x 81.2 µs = 240.5 MB -> 230 MiB.
+  m.growth = {growth_row(preallocated_name, 8 * GiB, 64 * MiB, 2.9e-3), growth_row(preallocated_name, 1 * GiB, 64 * MiB, 1.0),
+              growth_row(growable_policy_name, 8 * GiB, 64 * MiB, 3.5e-3)};
+  r = recommend(m);
+  REQUIRE(r.hide_bytes.has_value());
+  CHECK(*r.hide_bytes == 230 * MiB);
+  CHECK(r.hide_step_chunk_bytes == 256 * MiB);
+  CHECK(r.hide_step_us == Approx(81.2));
+  CHECK(r.hide_fill_bytes_per_second == Approx(8.0 * GiB / 2.9e-3));
+  std::string const text = format_recommendation(r, m);
+  CHECK_THAT(text, ContainsSubstring("hide size:         230 MiB ("));
+  CHECK_THAT(text, ContainsSubstring("set GrowableOptions::hide_bytes = 241172480 (default here: memory / 512 = 256 MiB)"));
+  std::ostringstream json;
+  write_json(json, m, r);
+  CHECK_THAT(json.str(), ContainsSubstring("\"hide_bytes\": 241172480, \"hide_bytes_option\": \"GrowableOptions::hide_bytes\""));
+  CHECK_THAT(json.str(), ContainsSubstring("\"default_hide_bytes\": 268435456"));
+
+  // A slow device (1 GiB/s): 2 MiB already fills in 2 ms, longer than its 44.1 µs step; the hide
+  // size (47 KB) is one granule.
+  m.growth = {growth_row(preallocated_name, 1 * GiB, 64 * MiB, 1.0)};
+  r = recommend(m);
+  REQUIRE(r.hide_bytes.has_value());
+  CHECK(r.hide_step_chunk_bytes == 2 * MiB);
+  CHECK(*r.hide_bytes == 2 * MiB);
+  // So fast a device that no measured chunk hides its step: the largest chunk's step is taken.
+  m.growth = {growth_row(preallocated_name, 1 * GiB, 64 * MiB, 1e-9)};  // absurdly fast: none hides
+  r = recommend(m);
+  REQUIRE(r.hide_bytes.has_value());
+  CHECK(r.hide_step_chunk_bytes == 1 * GiB);
+  CHECK(r.hide_step_us == Approx(140));
+}

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <list>
 #include <numeric>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <vector>
 
 #include <cuvmm/fault_injecting_backend.hpp>
@@ -48,7 +51,7 @@ std::vector<T> contents(const HostGrowableBuffer<T>& b) {
 
 }  // namespace
 
-TEST_CASE("the growth unit is 1/16 of the target in whole granules, between the granularity and the cap",
+TEST_CASE("the compact growth unit is 1/16 of the target in whole granules, between the granularity and the cap",
           "[growable][policy]") {
   constexpr std::size_t g = 2 * MiB;
   CHECK(growth_unit_bytes(0, g, 2 * GiB) == g);
@@ -66,7 +69,7 @@ TEST_CASE("the growth unit is 1/16 of the target in whole granules, between the 
   CHECK(growth_unit_bytes(64 * GiB, g, 0) == g);        // the cap never goes below one granule
 }
 
-TEST_CASE("a growth step maps what is missing rounded up to its unit, in one chunk below the cap",
+TEST_CASE("a compact growth step maps what is missing rounded up to its unit, in one chunk below the cap",
           "[growable][policy]") {
   constexpr std::size_t g = 2 * MiB;
   CHECK(next_chunk_bytes(0, 1, g, 2 * GiB) == g);                         // a first element: one granule
@@ -88,10 +91,184 @@ TEST_CASE("a growth step maps what is missing rounded up to its unit, in one chu
   }
 }
 
-TEST_CASE("a buffer grows by push_back without moving, with slack of at most one chunk",
+namespace {
+
+constexpr std::size_t g2 = 2 * MiB;  // the H200's granularity
+
+GrowthShape fast_shape(std::size_t hide_bytes, std::size_t max_chunk_bytes = 2 * GiB) {
+  return GrowthShape{g2, max_chunk_bytes, hide_bytes, GrowthPolicy::fast};
+}
+
+/// Growth as GrowableStorage::reserve does it: chunks from next_chunk_bytes until `target` is mapped.
+struct Step {
+  std::size_t mapped_after = 0;
+  std::size_t chunks = 0;
+  std::size_t smallest_chunk = 0;
+};
+Step grow_to(std::size_t mapped, std::size_t target, const GrowthShape& shape) {
+  Step step{mapped, 0, SIZE_MAX};
+  while (step.mapped_after < target) {
+    std::size_t const chunk = next_chunk_bytes(step.mapped_after, target, shape);
+    REQUIRE(chunk != 0);
+    REQUIRE(chunk % shape.granularity == 0);
+    step.mapped_after += chunk;
+    step.chunks += 1;
+    step.smallest_chunk = std::min(step.smallest_chunk, chunk);
+  }
+  return step;
+}
+
+/// Growth to `total` bytes in appends of `append` bytes: growth steps, chunks and what is mapped at the end.
+struct Growth {
+  std::size_t steps = 0;
+  std::size_t chunks = 0;
+  std::size_t mapped = 0;
+};
+Growth grow_by_appends(std::size_t total, std::size_t append, const GrowthShape& shape) {
+  Growth growth;
+  std::size_t size = 0;
+  while (size < total) {
+    // The next size that is not mapped yet: appends up to there need no step.
+    size = std::min(total, std::max(size + append, (growth.mapped / append + 1) * append));
+    if (size > growth.mapped) {
+      Step const step = grow_to(growth.mapped, size, shape);
+      growth.mapped = step.mapped_after;
+      growth.chunks += step.chunks;
+      growth.steps += 1;
+    }
+  }
+  return growth;
+}
+
+}  // namespace
+
+TEST_CASE("the fast policy doubles below the hide size, then maps hide-size chunks, then 1/16 of the size",
+          "[growable][policy]") {
+  GrowthShape const h200 = fast_shape(256 * MiB);
+  CHECK(next_chunk_bytes(0, 4 * KiB, h200) == g2);                          // one granule first
+  CHECK(next_chunk_bytes(g2, g2 + 4 * KiB, h200) == g2);                    // doubles: 4 MiB mapped
+  CHECK(next_chunk_bytes(64 * MiB, 64 * MiB + 1, h200) == 64 * MiB);        // doubles
+  CHECK(next_chunk_bytes(192 * MiB, 192 * MiB + 1, h200) == 192 * MiB);     // still below the hide size
+  CHECK(next_chunk_bytes(0, 64 * MiB, h200) == 64 * MiB);                   // a big append: one exact chunk
+  CHECK(next_chunk_bytes(2 * MiB, 100 * MiB + 1, h200) == 100 * MiB);       // what is missing, in granules
+  CHECK(next_chunk_bytes(256 * MiB, 256 * MiB + 1, h200) == 256 * MiB);     // hide-size chunks from there
+  CHECK(next_chunk_bytes(1 * GiB, 1 * GiB + 1, h200) == 256 * MiB);
+  CHECK(next_chunk_bytes(4 * GiB, 4 * GiB + 1, h200) == 256 * MiB);         // 1/16 is the hide size here
+  CHECK(next_chunk_bytes(8 * GiB, 8 * GiB + 1, h200) == 512 * MiB);         // 1/16 of the size
+  CHECK(next_chunk_bytes(24 * GiB, 24 * GiB + 1, h200) == 1536 * MiB);
+  CHECK(next_chunk_bytes(40 * GiB, 40 * GiB + 1, h200) == 2 * GiB);         // the cap
+  CHECK(next_chunk_bytes(4 * GiB, 5 * GiB, h200) == 1280 * MiB);            // in units of 320 MiB
+  CHECK(next_chunk_bytes(0, 5 * GiB, h200) == 2 * GiB);                     // split at the cap
+  CHECK(next_chunk_bytes(4 * GiB, 4 * GiB, h200) == 0);                     // nothing missing
+  // The hide size is taken in whole granules, at least one, at most the cap.
+  CHECK(next_chunk_bytes(g2, g2 + 1, fast_shape(1)) == g2);
+  CHECK(next_chunk_bytes(64 * MiB, 64 * MiB + 1, fast_shape(3 * MiB)) == 4 * MiB);  // 1/16 of 64 MiB
+  CHECK(next_chunk_bytes(128 * MiB, 128 * MiB + 1, fast_shape(129 * MiB)) == 128 * MiB);  // hide: 128 MiB
+  CHECK(next_chunk_bytes(1 * GiB, 1 * GiB + 1, fast_shape(8 * GiB)) == 1 * GiB);    // hide capped at 2 GiB
+  CHECK(next_chunk_bytes(2 * GiB, 2 * GiB + 1, fast_shape(8 * GiB)) == 2 * GiB);
+  CHECK(next_chunk_bytes(64 * MiB, 64 * MiB + 1, fast_shape(256 * MiB, 16 * MiB)) == 16 * MiB);  // cap below
+  // The compact policy is the four-argument form.
+  GrowthShape const compact{g2, 2 * GiB, 256 * MiB, GrowthPolicy::compact};
+  CHECK(next_chunk_bytes(64 * MiB, 64 * MiB + 1, compact) == 4 * MiB);
+  CHECK(next_chunk_bytes(64 * MiB, 64 * MiB + 1, compact) == next_chunk_bytes(64 * MiB, 64 * MiB + 1, g2, 2 * GiB));
+  CHECK(next_chunk_bytes(0, 1, GrowthShape{0, 2 * GiB, 256 * MiB, GrowthPolicy::fast}) == 0);  // no granularity
+}
+
+TEST_CASE("the fast policy's slack stays within max(size/16, min(size, hide size)) plus one granule at every size",
+          "[growable][policy]") {
+  auto const hide = GENERATE(g2, 64 * MiB, 256 * MiB, 1 * GiB, 2 * GiB, 8 * GiB);
+  auto const append = GENERATE(std::size_t{1}, 4 * KiB, 1 * MiB + 3, 64 * MiB, 1 * GiB + 5);
+  GrowthShape const shape = fast_shape(hide);
+  std::size_t const effective_hide = std::min(hide, 2 * GiB);
+  INFO("hide size " << hide << ", appends of " << append);
+  std::size_t mapped = 0;
+  std::size_t size = 0;
+  std::size_t steps = 0;
+  while (size < 150 * GiB) {
+    size = std::max(size + append, (mapped / append + 1) * append);  // the next size that needs a step
+    Step const step = grow_to(mapped, size, shape);
+    INFO("from " << mapped << " to " << size << " mapped " << step.mapped_after);
+    std::size_t const slack = step.mapped_after - size;
+    REQUIRE(slack <= std::max(size / 16, std::min(size, effective_hide)) + g2);
+    if (mapped != 0 && mapped < effective_hide) REQUIRE(step.mapped_after >= 2 * mapped);  // geometric
+    if (mapped >= effective_hide) REQUIRE(step.smallest_chunk >= effective_hide);        // hidden steps
+    mapped = step.mapped_after;
+    ++steps;
+  }
+  // Far fewer steps than chunks of one granule would need.
+  CHECK(steps < 200);
+}
+
+TEST_CASE("growth step counts of the issue's cases, fast against compact", "[growable][policy]") {
+  GrowthShape const fast = fast_shape(256 * MiB);
+  GrowthShape const compact{g2, 2 * GiB, 0, GrowthPolicy::compact};
+  struct Case {
+    std::size_t total, append, fast_steps, fast_mapped, compact_steps;
+  };
+  // compact's counts are those measured on the H200 for issue #12 (58, 82, 39, ~89).
+  Case const cases[] = {
+      {256 * MiB, 4 * KiB, 8, 256 * MiB, 58},          // 2, 4, ... 256 MiB
+      {1 * GiB, 1 * MiB, 11, 1 * GiB, 82},             // 8 doublings, then 3 chunks of 256 MiB
+      {4 * GiB, 64 * MiB, 18, 4 * GiB, 39},            // 64, 128, 256 MiB, then 15 of 256 MiB
+      {64 * GiB, 64 * MiB, 69, 70476890112, 89},       // then 1/16 of the size: 65.64 GiB mapped
+      {120 * GiB, 64 * MiB, 97, 130606432256, 117},
+  };
+  for (Case const& c : cases) {
+    INFO(c.total << " bytes in appends of " << c.append);
+    Growth const f = grow_by_appends(c.total, c.append, fast);
+    CHECK(f.steps == c.fast_steps);
+    CHECK(f.chunks == c.fast_steps);  // one chunk per step: no step needs more than the cap
+    CHECK(f.mapped == c.fast_mapped);
+    CHECK(static_cast<double>(f.mapped) / static_cast<double>(c.total) <= 1.07);
+    CHECK(grow_by_appends(c.total, c.append, compact).steps == c.compact_steps);
+  }
+}
+
+TEST_CASE("a host buffer grows with the fast policy's steps, and the hide size defaults to memory / 512",
+          "[growable][host][policy]") {
+  HostBackend backend({.granularity = g2, .physical_limit = 128 * GiB});
+  {
+    GrowableStorage storage(backend, capped(2 * GiB));
+    CHECK(storage.growth_shape().hide_bytes == 256 * MiB);  // 128 GiB / 512
+    CHECK(storage.growth_shape().policy == GrowthPolicy::fast);
+    CHECK(storage.growth_shape().granularity == g2);
+    for (std::size_t size = 4 * KiB; size <= 256 * MiB; size += 4 * KiB) storage.reserve(size);
+    CHECK(storage.stats().growth_steps == 8);
+    CHECK(storage.capacity() == 256 * MiB);
+    CHECK(storage.chunk_count() == 8);
+    for (std::size_t size = 257 * MiB; size <= 1 * GiB; size += 1 * MiB) storage.reserve(size);
+    CHECK(storage.stats().growth_steps == 11);
+    CHECK(storage.capacity() == 1 * GiB);
+  }
+  {
+    GrowableOptions options = capped(2 * GiB);
+    options.growth = GrowthPolicy::compact;
+    GrowableStorage storage(backend, options);
+    for (std::size_t size = 4 * KiB; size <= 256 * MiB; size += 4 * KiB) storage.reserve(size);
+    CHECK(storage.stats().growth_steps == 58);
+    CHECK(storage.growth_shape().policy == GrowthPolicy::compact);
+  }
+  {
+    GrowableOptions options = capped(2 * GiB);
+    options.hide_bytes = 32 * MiB;  // as cuvmm-plan would set it
+    GrowableStorage storage(backend, options);
+    CHECK(storage.growth_shape().hide_bytes == 32 * MiB);
+    storage.reserve(16 * MiB + 1);
+    CHECK(storage.capacity() == 18 * MiB);  // one exact chunk
+    storage.reserve(18 * MiB + 1);
+    CHECK(storage.capacity() == 36 * MiB);  // doubling below the hide size
+    storage.reserve(36 * MiB + 1);
+    CHECK(storage.capacity() == 68 * MiB);  // a hide-size chunk, not doubling
+  }
+  CHECK(backend.live_counts() == LiveCounts{});
+}
+
+TEST_CASE("a buffer grows by push_back without moving, with slack within the policy's bound",
           "[growable][host]") {
   HostBackend backend(small_granules());
-  HostGrowableBuffer<std::uint64_t> buffer(backend, capped(256 * MiB));
+  GrowableOptions options = capped(256 * MiB);
+  options.hide_bytes = 1 * MiB;  // 16 granules: doubling to 1 MiB, then 1 MiB chunks
+  HostGrowableBuffer<std::uint64_t> buffer(backend, options);
   REQUIRE(buffer.max_capacity() == 256 * MiB / sizeof(std::uint64_t));
   std::uint64_t* const base = buffer.data();
   REQUIRE(base != nullptr);
@@ -106,7 +283,7 @@ TEST_CASE("a buffer grows by push_back without moving, with slack of at most one
       ++growth_steps_seen;
       last_capacity = buffer.capacity();
       std::size_t const slack = buffer.storage().capacity() - buffer.size_bytes();
-      REQUIRE(slack <= std::max(granule, buffer.size_bytes() / 16));
+      REQUIRE(slack <= std::max(buffer.size_bytes() / 16, std::min(buffer.size_bytes(), 1 * MiB)) + granule);
     }
   }
   REQUIRE(buffer.size() == values.size());
@@ -116,7 +293,10 @@ TEST_CASE("a buffer grows by push_back without moving, with slack of at most one
   CHECK(stats.chunks_created == buffer.storage().chunk_count());
   CHECK(stats.access_calls == stats.growth_steps);  // one access call per growth step
   CHECK(stats.growth_nanoseconds > 0);
-  CHECK(stats.chunk_count <= 64);                   // geometric chunks: 8 MiB of 64 KiB granules
+  // 64 KiB, 128, 256, 512 KiB, 1 MiB by doubling, then seven 1 MiB chunks to 8 MiB.
+  CHECK(stats.chunk_count == 12);
+  CHECK(stats.growth_steps == 12);
+  CHECK(buffer.storage().capacity() == 8 * MiB);
   CHECK(backend.live_counts().chunks == stats.chunk_count);
   CHECK(backend.live_counts().bytes_mapped == buffer.storage().capacity());
 }
@@ -286,6 +466,101 @@ TEST_CASE("growth past the address range throws CapacityExceeded and changes not
   CHECK_THROWS_AS(buffer.push_back(2), CapacityExceeded);
 }
 
+TEST_CASE("append from a single-pass input iterator that runs past max_capacity changes nothing and leaks nothing",
+          "[growable][host][strong]") {
+  // A true single-pass source: std::istream_iterator reads each value once, so append cannot count
+  // it before it reads it.
+  static_assert(std::input_iterator<std::istream_iterator<std::uint32_t>> &&
+                !std::forward_iterator<std::istream_iterator<std::uint32_t>>);
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<std::uint32_t> buffer(backend, capped(4 * granule));  // 65536 elements at most
+  std::vector<std::uint32_t> const first{7, 0xDEADBEEF, 9, 0, 0xFFFFFFFF};
+  buffer.append(first);
+  std::uint32_t* const base = buffer.data();
+  std::size_t const capacity_before = buffer.capacity();
+  LiveCounts const live_before = backend.live_counts();
+  REQUIRE(live_before.chunks == 1);
+  // Poison the mapped tail: a failed append must not have written there either (it stages first).
+  std::fill(buffer.data() + buffer.size(), buffer.data() + capacity_before, 0xA5A5A5A5u);
+
+  std::size_t const room = buffer.max_capacity() - buffer.size();  // 65531
+  std::ostringstream text;
+  for (std::size_t i = 0; i < room + 1; ++i) text << i << ' ';  // one element too many
+  std::istringstream in(text.str());
+  try {
+    buffer.append(std::istream_iterator<std::uint32_t>(in), std::istream_iterator<std::uint32_t>());
+    FAIL("append past max_capacity did not throw");
+  } catch (const CapacityExceeded& e) {
+    // The first element that did not fit is the one asked for.
+    CHECK(e.requested_bytes() == (buffer.max_capacity() + 1) * sizeof(std::uint32_t));
+    CHECK(e.max_capacity_bytes() == 4 * granule);
+  }
+  CHECK(buffer.size() == first.size());
+  CHECK(contents(buffer) == first);
+  CHECK(buffer.data() == base);
+  CHECK(buffer.capacity() == capacity_before);
+  CHECK(backend.live_counts() == live_before);
+  CHECK(std::all_of(buffer.data() + buffer.size(), buffer.data() + capacity_before,
+                    [](std::uint32_t x) { return x == 0xA5A5A5A5u; }));
+
+  // Exactly up to max_capacity fits, read once, in order.
+  std::ostringstream exact;
+  for (std::size_t i = 0; i < room; ++i) exact << i * 3 << ' ';
+  std::istringstream in_exact(exact.str());
+  buffer.append(std::istream_iterator<std::uint32_t>(in_exact), std::istream_iterator<std::uint32_t>());
+  REQUIRE(buffer.size() == buffer.max_capacity());
+  CHECK(std::equal(first.begin(), first.end(), buffer.data()));
+  for (std::size_t i = 0; i < room; ++i) REQUIRE(buffer.data()[first.size() + i] == i * 3);
+  CHECK(buffer.data() == base);
+}
+
+namespace {
+/// A single-pass iterator over n values whose reading throws at value `throw_at`.
+struct ThrowingReader {
+  using iterator_category = std::input_iterator_tag;
+  using value_type = std::uint32_t;
+  using difference_type = std::ptrdiff_t;
+  using reference = value_type;
+  using pointer = void;
+  std::size_t i = 0;
+  std::size_t throw_at = 0;
+  value_type operator*() const {
+    if (i == throw_at) throw std::runtime_error("the source failed");
+    return static_cast<value_type>(i + 100);
+  }
+  ThrowingReader& operator++() {
+    ++i;
+    return *this;
+  }
+  ThrowingReader operator++(int) {
+    ThrowingReader const before = *this;
+    ++i;
+    return before;
+  }
+  friend bool operator==(const ThrowingReader& a, const ThrowingReader& b) { return a.i == b.i; }
+};
+}  // namespace
+
+TEST_CASE("append from a single-pass iterator that throws midway changes nothing and leaks nothing",
+          "[growable][host][strong]") {
+  static_assert(std::input_iterator<ThrowingReader> && !std::forward_iterator<ThrowingReader>);
+  HostBackend backend(small_granules());
+  HostGrowableBuffer<std::uint32_t> buffer(backend, capped(64 * granule));
+  buffer.push_back(1);
+  LiveCounts const live_before = backend.live_counts();
+  std::size_t const capacity_before = buffer.capacity();
+  // Throws after 3 granules' worth of elements: growth would have been needed to hold them.
+  std::size_t const throw_at = 3 * granule / sizeof(std::uint32_t);
+  CHECK_THROWS_AS(buffer.append(ThrowingReader{0, throw_at}, ThrowingReader{throw_at + 10, throw_at}),
+                  std::runtime_error);
+  CHECK(contents(buffer) == std::vector<std::uint32_t>{1});
+  CHECK(buffer.capacity() == capacity_before);
+  CHECK(backend.live_counts() == live_before);
+
+  buffer.append(ThrowingReader{0, 99}, ThrowingReader{3, 99});
+  CHECK(contents(buffer) == std::vector<std::uint32_t>{1, 100, 101, 102});
+}
+
 TEST_CASE("zero and absurd sizes are no-ops or clear errors", "[growable][host]") {
   HostBackend backend(small_granules());
   HostGrowableBuffer<std::uint64_t> buffer(backend, capped(granule));
@@ -313,7 +588,9 @@ TEST_CASE("running out of physical memory throws OutOfMemory with the buffer int
   // policy asks for 2-granule chunks; the one that would end at 39 does not fit, so growth falls
   // back to the exact size needed and the buffer still reaches all 38.
   HostBackend backend(small_granules(38 * granule));
-  HostGrowableBuffer<std::uint64_t> buffer(backend, capped(64 * granule));
+  GrowableOptions options = capped(64 * granule);
+  options.growth = GrowthPolicy::compact;  // 1/16 units, so the chunk sizes above are exact
+  HostGrowableBuffer<std::uint64_t> buffer(backend, options);
   std::vector<std::uint64_t> const block = random_words(granule / 8, 3);
   std::size_t appended = 0;
   std::uint64_t* const base = buffer.data();

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
 
+#include <cuvmm/growth_policy.hpp>
 #include <cuvmm/version.hpp>
 
 namespace cuvmm::plan {
@@ -47,6 +49,32 @@ const GrowthRow* largest_completed(const Measurements& m, std::string_view strat
     }
   }
   return best;
+}
+
+/// The hide size (see report.hpp) into `r`, when the driver calls and the preallocated baseline
+/// were both measured.
+void recommend_hide_size(const Measurements& m, Recommendation& r) {
+  const GrowthRow* fills = largest_completed(m, preallocated_name);
+  if (fills == nullptr || fills->total_seconds <= 0 || m.driver_calls.empty()) return;
+  double const bandwidth = static_cast<double>(fills->reached_bytes) / fills->total_seconds;
+  std::vector<const DriverCallRow*> rows;
+  for (auto const& row : m.driver_calls) rows.push_back(&row);
+  std::sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->chunk_bytes < b->chunk_bytes; });
+  auto step_us = [](const DriverCallRow& row) { return row.create.median_us + row.map.median_us + row.set_access.median_us; };
+  const DriverCallRow* chosen = rows.back();
+  for (const DriverCallRow* row : rows) {
+    if (static_cast<double>(row->chunk_bytes) / bandwidth * 1e6 >= step_us(*row)) {
+      chosen = row;
+      break;
+    }
+  }
+  double const bytes = bandwidth * step_us(*chosen) * 1e-6;
+  std::size_t hide = static_cast<std::size_t>(std::ceil(bytes));
+  if (m.granularity != 0) hide = (hide + m.granularity - 1) / m.granularity * m.granularity;
+  r.hide_bytes = hide;
+  r.hide_fill_bytes_per_second = bandwidth;
+  r.hide_step_us = step_us(*chosen);
+  r.hide_step_chunk_bytes = chosen->chunk_bytes;
 }
 
 void write_latency(std::ostream& out, const char* name, const LatencyStats& s) {
@@ -106,6 +134,8 @@ Recommendation recommend(const Measurements& m) {
   if (const GrowthRow* row = largest_completed(m, copy_grow_2x_name)) {
     r.copy_grow_ms_per_gib = 1e3 * row->total_seconds / gib(row->reached_bytes);
   }
+  r.default_hide_bytes = default_hide_bytes(m.total_bytes, m.granularity);
+  recommend_hide_size(m, r);
   if (!m.driver_threads.empty()) {
     std::size_t chunk = m.driver_threads.front().chunk_bytes;
     for (auto const& row : m.driver_threads) chunk = std::min(chunk, row.chunk_bytes);
@@ -205,6 +235,18 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
   } else {
     out << "  growth cost:       not measured\n";
   }
+  if (r.hide_bytes) {
+    std::snprintf(line, sizeof line,
+                  "  hide size:         %s (fills at %.3g GB/s x a %.3g us growth step of %s chunks): set %s = %zu"
+                  " (default here: memory / 512 = %s)\n",
+                  human_bytes(*r.hide_bytes).c_str(), r.hide_fill_bytes_per_second / 1e9, r.hide_step_us,
+                  human_bytes(r.hide_step_chunk_bytes).c_str(), hide_bytes_option, *r.hide_bytes,
+                  human_bytes(r.default_hide_bytes).c_str());
+    out << line;
+  } else {
+    out << "  hide size:         not measured (needs the driver calls and the preallocated baseline); "
+        << hide_bytes_option << " defaults to memory / 512 = " << human_bytes(r.default_hide_bytes) << "\n";
+  }
   if (r.thread_scaling) {
     std::snprintf(line, sizeof line,
                   "  threads:           %zu threads make %.2fx the driver-call cycles per second of one (%s chunks)\n",
@@ -284,7 +326,13 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
       << ", \"copy_grow_ms_per_gib\": " << (r.copy_grow_ms_per_gib ? number(*r.copy_grow_ms_per_gib) : "null")
       << ", \"thread_scaling\": " << (r.thread_scaling ? number(*r.thread_scaling) : "null")
       << ", \"thread_scaling_threads\": " << r.thread_scaling_threads
-      << ", \"thread_scaling_chunk_bytes\": " << r.thread_scaling_chunk_bytes << "},\n  \"notes\": [";
+      << ", \"thread_scaling_chunk_bytes\": " << r.thread_scaling_chunk_bytes
+      << ", \"hide_bytes\": " << (r.hide_bytes ? std::to_string(*r.hide_bytes) : "null")
+      << ", \"hide_bytes_option\": " << json_string(hide_bytes_option)
+      << ", \"hide_fill_bytes_per_second\": " << number(r.hide_fill_bytes_per_second)
+      << ", \"hide_step_us\": " << number(r.hide_step_us)
+      << ", \"hide_step_chunk_bytes\": " << r.hide_step_chunk_bytes
+      << ", \"default_hide_bytes\": " << r.default_hide_bytes << "},\n  \"notes\": [";
   for (std::size_t i = 0; i < m.notes.size(); ++i) out << (i ? ", " : "") << json_string(m.notes[i]);
   out << "]\n}\n";
 }

@@ -10,6 +10,11 @@
 //  - growth cost per GiB: total time over GiB reached of the growable buffer's (real policy) largest
 //    growth run that completed, with the same for copy-and-grow (2x) beside it when measured.
 //  - thread scaling: driver-call cycles per second with the most threads measured over one thread.
+//  - hide size (GrowableOptions::hide_bytes): the bytes the device fills in the time one growth
+//    step takes, fill bandwidth x step time. Fill bandwidth: the preallocated baseline's largest
+//    completed growth (bytes over its time: fills only). Step time: create + map + set access
+//    (medians) of the smallest measured chunk size whose own fill takes at least that long (the
+//    largest measured when none does). Rounded up to the granularity. Not measured without both.
 #pragma once
 
 #include <cstddef>
@@ -53,7 +58,17 @@ struct Recommendation {
   std::optional<double> thread_scaling;
   std::size_t thread_scaling_threads = 0;
   std::size_t thread_scaling_chunk_bytes = 0;
+  /// The hide size measured on this device: the value for GrowableOptions::hide_bytes.
+  std::optional<std::size_t> hide_bytes;
+  double hide_fill_bytes_per_second = 0;  ///< the fill bandwidth it was computed from
+  double hide_step_us = 0;                ///< the step time it was computed from
+  std::size_t hide_step_chunk_bytes = 0;  ///< the chunk size whose step time was taken
+  /// GrowableOptions' default hide size on this device (its memory / 512), for comparison.
+  std::size_t default_hide_bytes = 0;
 };
+
+/// The GrowableOptions field that takes the hide size, as the recommendation names it.
+inline constexpr const char* hide_bytes_option = "GrowableOptions::hide_bytes";
 
 inline constexpr double chunk_cost_tolerance = 1.25;
 

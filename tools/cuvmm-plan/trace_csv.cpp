@@ -1,10 +1,19 @@
 // trace_csv.cpp: the two trace formats (see trace_csv.hpp). One pass, one line at a time; the
 // live set is checked as the trace goes, so an inconsistent trace fails at its first bad line.
+//
+// Owns: nothing beyond the call (the reader, the live set and the Trace it returns).
+// Invariants: a line is read into a fixed buffer of max_line_bytes (+2): no input makes it hold
+//   more; an error quotes at most quote_prefix_bytes of a field, every byte that is not printable
+//   ASCII escaped (\r, \t, \xNN), so invisible characters show and binary input is never echoed;
+//   the live and peak byte counts never wrap (a sum past SIZE_MAX is an error).
+// Never does: replay, allocate device memory, or keep a copy of a whole oversized field.
 #include "trace_csv.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <fstream>
+#include <limits>
 #include <unordered_map>
 
 #include <cuvmm/error.hpp>
@@ -14,6 +23,7 @@ namespace {
 
 constexpr std::string_view cuvmm_header = "op,id,bytes";
 constexpr std::string_view rmm_header = "Thread,Time,Action,Pointer,Size,Stream";
+constexpr std::string_view utf8_bom = "\xEF\xBB\xBF";
 
 std::vector<std::string_view> split_fields(std::string_view line) {
   std::vector<std::string_view> fields;
@@ -26,20 +36,76 @@ std::vector<std::string_view> split_fields(std::string_view line) {
   }
 }
 
-/// Reads lines and reports errors with the source and line number.
+/// A control byte that no text trace holds (NUL, the C0 controls other than \t \n \v \f \r, DEL).
+bool is_binary_byte(unsigned char c) noexcept { return c <= 0x08 || (c >= 0x0E && c <= 0x1F) || c == 0x7F; }
+
+char hex_digit(unsigned value) noexcept { return "0123456789ABCDEF"[value & 0xF]; }
+
+std::string hex_byte(unsigned char c) { return {'0', 'x', hex_digit(c >> 4u), hex_digit(c)}; }
+
+}  // namespace
+
+std::string quote_field(std::string_view text) {
+  std::string out = "'";
+  std::size_t const shown = std::min(text.size(), quote_prefix_bytes);
+  for (std::size_t i = 0; i < shown; ++i) {
+    auto const c = static_cast<unsigned char>(text[i]);
+    switch (c) {
+      case '\r': out += "\\r"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\\': out += "\\\\"; break;
+      case '\'': out += "\\'"; break;
+      default:
+        if (c < 0x20 || c >= 0x7F) {
+          out += "\\x";
+          out += hex_digit(c >> 4u);
+          out += hex_digit(c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '\'';
+  if (shown < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+namespace {
+
+/// Reads lines into a fixed buffer and reports errors with the source and line number.
 class LineReader {
  public:
   LineReader(std::istream& in, std::string_view source) : in_(in), source_(source) {}
 
-  /// The next non-blank line without its '\r'; false at the end.
-  bool next(std::string& line) {
-    while (std::getline(in_, line)) {
+  /// The next non-blank line without one trailing '\r' (and, on line 1, a UTF-8 byte order mark);
+  /// false at the end. The view is valid until the next call.
+  bool next(std::string_view& line) {
+    for (;;) {
+      in_.getline(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+      if (in_.bad()) fail("the input could not be read");
+      auto const extracted = static_cast<std::size_t>(in_.gcount());
+      if (extracted == 0 && in_.eof()) return false;
       ++number_;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (in_.fail() && !in_.eof()) {
+        fail("the line is longer than " + std::to_string(max_line_bytes) + " bytes (no trace line is)");
+      }
+      std::size_t length = in_.eof() ? extracted : extracted - 1;  // the '\n' was extracted, not stored
+      if (length > max_line_bytes) {
+        fail("the line is longer than " + std::to_string(max_line_bytes) + " bytes (no trace line is)");
+      }
+      line = std::string_view(buffer_.data(), length);
+      for (std::size_t i = 0; i < line.size(); ++i) {
+        auto const c = static_cast<unsigned char>(line[i]);
+        if (is_binary_byte(c)) {
+          fail("the input is not text (control byte " + hex_byte(c) + " at byte " + std::to_string(i + 1) +
+               " of the line): a trace is a CSV text file");
+        }
+      }
+      if (number_ == 1 && line.starts_with(utf8_bom)) line.remove_prefix(utf8_bom.size());
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (!line.empty()) return true;
     }
-    if (in_.bad()) fail("the input could not be read");
-    return false;
   }
 
   [[noreturn]] void fail(const std::string& what) const {
@@ -53,16 +119,29 @@ class LineReader {
     auto const [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
     if (digits.empty() || error != std::errc{} || end != digits.data() + digits.size()) {
       fail("column '" + std::string(name) + "' is not " + (base == 16 ? "a hexadecimal" : "an unsigned") +
-           " number: '" + std::string(field) + "'");
+           " number: " + quote_field(field));
     }
     return value;
   }
+
+  [[nodiscard]] std::size_t line_number() const noexcept { return number_; }
 
  private:
   std::istream& in_;
   std::string_view source_;
   std::size_t number_ = 0;
+  std::array<char, max_line_bytes + 2> buffer_{};  // +1 to see a line that is too long, +1 for the '\0'
 };
+
+/// What an operation names: a cuvmm allocation id or an RMM pointer (named only when a line fails).
+enum class KeyKind { id, pointer };
+
+std::string name_of(KeyKind kind, std::size_t key) {
+  if (kind == KeyKind::id) return "allocation id " + std::to_string(key);
+  std::array<char, 2 + 16> digits{};
+  auto const end = std::to_chars(digits.data(), digits.data() + digits.size(), key, 16).ptr;
+  return "pointer 0x" + std::string(digits.data(), end);
+}
 
 /// The live set while reading: key (id or pointer) -> (id, bytes).
 struct LiveSet {
@@ -70,21 +149,28 @@ struct LiveSet {
     std::size_t id;
     std::size_t bytes;
   };
+  explicit LiveSet(KeyKind key_kind) : kind(key_kind) {}
+  KeyKind kind;
   std::unordered_map<std::size_t, Entry> live;
   std::size_t live_bytes = 0;
   std::size_t peak_bytes = 0;
 
-  void allocate(const LineReader& reader, std::size_t key, std::size_t id, std::size_t bytes, std::string_view what) {
-    if (!live.emplace(key, Entry{id, bytes}).second) reader.fail(std::string(what) + " is allocated again while still live");
+  void allocate(const LineReader& reader, std::size_t key, std::size_t id, std::size_t bytes) {
+    if (bytes > std::numeric_limits<std::size_t>::max() - live_bytes) {
+      reader.fail(name_of(kind, key) + " of " + std::to_string(bytes) + " bytes takes the bytes live at once past " +
+                  std::to_string(std::numeric_limits<std::size_t>::max()) + " (" + std::to_string(live_bytes) +
+                  " live before it)");
+    }
+    if (!live.emplace(key, Entry{id, bytes}).second) reader.fail(name_of(kind, key) + " is allocated again while still live");
     live_bytes += bytes;
     peak_bytes = std::max(peak_bytes, live_bytes);
   }
-  Entry free(const LineReader& reader, std::size_t key, std::size_t bytes, std::string_view what) {
+  Entry free(const LineReader& reader, std::size_t key, std::size_t bytes) {
     auto const found = live.find(key);
-    if (found == live.end()) reader.fail(std::string(what) + " is freed but not live");
+    if (found == live.end()) reader.fail(name_of(kind, key) + " is freed but not live");
     Entry const entry = found->second;
     if (entry.bytes != bytes) {
-      reader.fail(std::string(what) + " is freed with " + std::to_string(bytes) + " bytes but was allocated with " +
+      reader.fail(name_of(kind, key) + " is freed with " + std::to_string(bytes) + " bytes but was allocated with " +
                   std::to_string(entry.bytes));
     }
     live.erase(found);
@@ -94,22 +180,21 @@ struct LiveSet {
 };
 
 void read_cuvmm(LineReader& reader, Trace& trace) {
-  LiveSet live;
-  std::string line;
+  LiveSet live(KeyKind::id);
+  std::string_view line;
   while (reader.next(line)) {
     auto const fields = split_fields(line);
     if (fields.size() != 3) reader.fail("expected 3 columns (op,id,bytes), found " + std::to_string(fields.size()));
     std::size_t const id = reader.parse_unsigned(fields[1], "id");
     std::size_t const bytes = reader.parse_unsigned(fields[2], "bytes");
-    std::string const what = "allocation id " + std::to_string(id);
     if (fields[0] == "a") {
-      live.allocate(reader, id, id, bytes, what);
+      live.allocate(reader, id, id, bytes);
       trace.ops.push_back({true, id, bytes});
     } else if (fields[0] == "f") {
-      live.free(reader, id, bytes, what);
+      live.free(reader, id, bytes);
       trace.ops.push_back({false, id, bytes});
     } else {
-      reader.fail("column 'op' must be 'a' or 'f', not '" + std::string(fields[0]) + "'");
+      reader.fail("column 'op' must be 'a' or 'f', not " + quote_field(fields[0]));
     }
   }
   trace.live_at_end = live.live.size();
@@ -117,9 +202,9 @@ void read_cuvmm(LineReader& reader, Trace& trace) {
 }
 
 void read_rmm_log(LineReader& reader, Trace& trace) {
-  LiveSet live;
+  LiveSet live(KeyKind::pointer);
   std::size_t next_id = 0;
-  std::string line;
+  std::string_view line;
   while (reader.next(line)) {
     auto const fields = split_fields(line);
     if (fields.size() != 6) {
@@ -132,17 +217,16 @@ void read_rmm_log(LineReader& reader, Trace& trace) {
     }
     std::size_t const pointer = reader.parse_unsigned(fields[3], "Pointer", 16);
     std::size_t const bytes = reader.parse_unsigned(fields[4], "Size");
-    std::string const what = "pointer " + std::string(fields[3]);
     if (action == "allocate") {
-      live.allocate(reader, pointer, next_id, bytes, what);
+      live.allocate(reader, pointer, next_id, bytes);
       trace.ops.push_back({true, next_id, bytes});
       ++next_id;
     } else if (action == "deallocate" || action == "free") {
-      auto const entry = live.free(reader, pointer, bytes, what);
+      auto const entry = live.free(reader, pointer, bytes);
       trace.ops.push_back({false, entry.id, bytes});
     } else {
-      reader.fail("column 'Action' must be 'allocate', 'deallocate' or 'allocate failure', not '" +
-                  std::string(action) + "'");
+      reader.fail("column 'Action' must be 'allocate', 'deallocate' or 'allocate failure', not " +
+                  quote_field(action));
     }
   }
   trace.live_at_end = live.live.size();
@@ -157,7 +241,7 @@ std::string_view to_string(TraceFormat format) noexcept {
 
 Trace read_trace_csv(std::istream& in, std::string_view source) {
   LineReader reader(in, source);
-  std::string header;
+  std::string_view header;
   if (!reader.next(header)) reader.fail("the trace is empty (expected a header line)");
   Trace trace;
   if (header == cuvmm_header) {
@@ -167,15 +251,21 @@ Trace read_trace_csv(std::istream& in, std::string_view source) {
     trace.format = TraceFormat::rmm_log;
     read_rmm_log(reader, trace);
   } else {
-    reader.fail("unknown header '" + header + "': expected '" + std::string(cuvmm_header) + "' (cuvmm) or '" +
-                std::string(rmm_header) + "' (RMM logging_resource_adaptor)");
+    reader.fail("unknown header " + quote_field(header) + ": expected '" + std::string(cuvmm_header) +
+                "' (cuvmm) or '" + std::string(rmm_header) + "' (RMM logging_resource_adaptor)");
+  }
+  if (trace.ops.empty()) {
+    reader.fail("the trace has no allocations or frees after its header" +
+                (trace.failed_allocations_skipped == 0
+                     ? std::string()
+                     : " (only " + std::to_string(trace.failed_allocations_skipped) + " failed allocations)"));
   }
   return trace;
 }
 
 Trace read_trace_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_invalid_argument("read_trace_file", "cannot open trace file '" + path + "'");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_invalid_argument("read_trace_file", "cannot open trace file " + quote_field(path));
   return read_trace_csv(in, path);
 }
 

@@ -5,9 +5,13 @@
 //    one line per `allocate` / `deallocate` (older RMM writes `free`; allocations are matched to frees by pointer; a pointer
 //    may be reused once freed). `allocate failure` lines are counted and skipped.
 // The format is chosen by the header line. Every operation is checked as it is read: a free must
-// name a live allocation with its size, an allocation must not reuse a live id or pointer. Any
-// other line is an error naming the source, the line number and what was wrong (cuvmm::Error).
-// Blank lines and a trailing '\r' are ignored. Nothing is replayed here.
+// name a live allocation with its size, an allocation must not reuse a live id or pointer or take
+// the bytes live at once past SIZE_MAX. Any other line is an error naming the source, the line
+// number and what was wrong (cuvmm::Error); so is an empty trace, one with a header and no
+// operations, a line longer than max_line_bytes, and input that is not text (a control byte such
+// as NUL: refused without being echoed). Errors quote at most quote_prefix_bytes of a field, with
+// invisible characters escaped. Blank lines, one trailing '\r' per line and a UTF-8 byte order
+// mark before the header are ignored. Nothing is replayed here.
 #pragma once
 
 #include <cstddef>
@@ -30,8 +34,19 @@ struct Trace {
   std::size_t peak_requested_bytes = 0;    ///< most bytes live at once, as the trace asked
 };
 
+/// The longest line read (a trace line is ~100 bytes): longer is an error, and no more is buffered.
+inline constexpr std::size_t max_line_bytes = 4096;
+/// The most bytes of a field an error message quotes.
+inline constexpr std::size_t quote_prefix_bytes = 40;
+
+/// `text` quoted for an error message: its first quote_prefix_bytes bytes in single quotes, every
+/// byte that is not printable ASCII (and \\, ') escaped as \r \n \t \xNN, then "... (N bytes)"
+/// if it was cut.
+std::string quote_field(std::string_view text);
+
 /// Reads a trace. `source` names it in error messages (a file name). Throws cuvmm::Error on
-/// an empty input, an unknown header or a malformed or inconsistent line.
+/// an empty input, a header without operations, an unknown header, binary input or a malformed
+/// or inconsistent line.
 Trace read_trace_csv(std::istream& in, std::string_view source);
 
 /// Reads the trace in file `path` (cuvmm::Error if it cannot be opened).
