@@ -10,7 +10,10 @@
 // uninitialized, like rmm::device_uvector; resize(n, value) fills them. Data movement is ordered on
 // a CUDA stream: the buffer's own (set at construction, nullptr = the legacy default stream) or
 // the one passed to an overload. Growth itself needs no stream: mapping new chunks does not wait
-// for kernels that use the mapped prefix. Shrinking waits for the stream's queued work first.
+// for kernels that use the mapped prefix. Shrinking, destruction and move assignment unmap memory,
+// and cuMemUnmap does not wait for kernels that still use it: each first waits (on the host) for the
+// work queued on the buffer's own stream (or, for shrink_to_fit(stream), on that stream). Work on
+// other streams that still uses the memory is the caller's to finish first, as with cudaFreeAsync.
 //
 // Copying needs a stream, so there is no implicit copy: use the (other, stream) constructor.
 // Moves are noexcept and leave the source empty, with no address range.
@@ -105,13 +108,17 @@ class BasicGrowableBuffer {
   BasicGrowableBuffer& operator=(const BasicGrowableBuffer&) = delete;
   BasicGrowableBuffer(BasicGrowableBuffer&& other) noexcept
       : storage_(std::move(other.storage_)), size_(std::exchange(other.size_, 0)), stream_(other.stream_) {}
+  /// Waits for the work queued on this buffer's stream before its memory is unmapped.
   BasicGrowableBuffer& operator=(BasicGrowableBuffer&& other) noexcept {
+    if (this == &other) return *this;
+    wait_before_unmap();
     storage_ = std::move(other.storage_);
     size_ = std::exchange(other.size_, 0);
     stream_ = other.stream_;
     return *this;
   }
-  ~BasicGrowableBuffer() = default;
+  /// Waits for the work queued on the buffer's stream, then unmaps and releases its memory.
+  ~BasicGrowableBuffer() { wait_before_unmap(); }
 
   void swap(BasicGrowableBuffer& other) noexcept {
     std::swap(storage_, other.storage_);
@@ -259,6 +266,11 @@ class BasicGrowableBuffer {
   [[nodiscard]] Backend& backend() const noexcept { return storage_.backend(); }
 
  private:
+  /// Unmapping does not wait for kernels: let the work queued on the buffer's stream finish first.
+  /// Never throws (destructors call it; a driver already shut down has no work left to wait for).
+  void wait_before_unmap() noexcept {
+    if (storage_.capacity() != 0) Space::wait_no_throw(stream_);
+  }
 
   /// Bytes for n elements; n too large for size_t is a capacity error, like any other n too large.
   size_type bytes_for(size_type n) const {

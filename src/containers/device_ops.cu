@@ -112,4 +112,8 @@ void device_fill(void* dst, const void* pattern, std::size_t pattern_bytes, std:
 
 void device_wait(Stream stream) { check_runtime(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
 
+void device_wait_no_throw(Stream stream) noexcept {
+  if (cudaStreamSynchronize(stream) != cudaSuccess) (void)cudaGetLastError();  // clear a sticky-free error
+}
+
 }  // namespace cuvmm::detail

@@ -6,11 +6,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <numeric>
 #include <random>
 #include <sstream>
 #include <span>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -18,6 +23,7 @@
 #include <cuvmm/cuda_backend.hpp>
 #include <cuvmm/growable_buffer.hpp>
 
+#include "child_process.hpp"
 #include "gpu.hpp"
 #include "growable_kernels.hpp"
 
@@ -356,4 +362,69 @@ TEST_CASE("an explicit copy on a stream is an independent device copy; moves and
   REQUIRE(copy.size() == 2 * n);
   CHECK(copy.data() == original_address);
   CHECK(test::count_pattern_mismatches(copy.data() + n, n, 0, 41, s.stream) == 0);
+}
+
+// Destroying or move-assigning a buffer unmaps its memory, and cuMemUnmap does not wait for kernels
+// that still use it (H200.md): a kernel queued on the buffer's stream then faults with an illegal
+// address. The buffer must wait for its stream first. A fault poisons the CUDA context, so the
+// unmapping runs in a child process, which reports what the stream said afterwards.
+namespace {
+
+constexpr std::string_view unmap_child_test = "child process unmaps a buffer while a kernel on its stream runs";
+constexpr std::string_view unmap_child_variable = "CUVMM_TEST_UNMAP_CHILD";
+constexpr std::string_view unmap_marker = "cuvmm-unmap-result ";
+
+/// Runs the child case with `role` ("destroy" or "move_assign"); returns {query, sync} it reported.
+std::pair<int, int> run_unmap_child(std::string_view role) {
+  test::ProgramRun const run =
+      test::run_program({test::own_executable(), std::string(unmap_child_test), "--reporter", "compact"},
+                        {std::string(unmap_child_variable) + "=" + std::string(role)});
+  INFO("child output:\n" << run.output);
+  REQUIRE(run.exit_status == 0);
+  std::size_t const marker = run.output.find(unmap_marker);
+  REQUIRE(marker != std::string::npos);
+  std::istringstream fields(run.output.substr(marker + unmap_marker.size()));
+  int query = -1;
+  int sync = -1;
+  fields >> query >> sync;
+  return {query, sync};
+}
+
+}  // namespace
+
+TEST_CASE("destroying a buffer waits for the kernel still running on its stream (in a child process)",
+          "[gpu][growable][stream]") {
+  test::require_gpu();
+  auto const [query, sync] = run_unmap_child("destroy");
+  CHECK(query == cudaSuccess);  // the stream's work was done when the destructor returned
+  CHECK(sync == cudaSuccess);   // and it did not fault on unmapped memory
+}
+
+TEST_CASE("move-assigning over a buffer waits for the kernel still running on its stream (in a child process)",
+          "[gpu][growable][stream]") {
+  test::require_gpu();
+  auto const [query, sync] = run_unmap_child("move_assign");
+  CHECK(query == cudaSuccess);
+  CHECK(sync == cudaSuccess);
+}
+
+TEST_CASE("child process unmaps a buffer while a kernel on its stream runs", "[.][child]") {
+  test::require_gpu();
+  char const* const role = std::getenv(std::string(unmap_child_variable).c_str());
+  if (role == nullptr) SKIP("runs only in the child process started by the unmap-ordering tests");
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  StreamOwner const owner;
+  GrowableOptions options;
+  options.max_capacity = 1 * GiB;
+  std::size_t const count = std::size_t{1} << 20;  // 4 MiB that one block walks for many rounds
+  {
+    GrowableBuffer<std::uint32_t> buffer(cuda_backend(0), options, owner.stream);
+    buffer.resize(count, 0u);
+    test::increment_rounds(buffer.data(), count, 400, owner.stream);  // tens of milliseconds
+    if (std::string_view(role) == "move_assign") buffer = GrowableBuffer<std::uint32_t>(cuda_backend(0), options);
+  }  // "destroy": the destructor unmaps here
+  int const query = static_cast<int>(cudaStreamQuery(owner.stream));
+  int const sync = static_cast<int>(cudaStreamSynchronize(owner.stream));
+  std::printf("%.*s%d %d\n", static_cast<int>(unmap_marker.size()), unmap_marker.data(), query, sync);
+  std::fflush(stdout);
 }

@@ -26,6 +26,8 @@ void device_copy(void* dst, const void* src, std::size_t bytes, Stream stream);
 void device_fill(void* dst, const void* pattern, std::size_t pattern_bytes, std::size_t count, Stream stream);
 /// Blocks until the work queued on `stream` is done.
 void device_wait(Stream stream);
+/// The same, for destructors: errors (a driver already shut down at exit) are ignored.
+void device_wait_no_throw(Stream stream) noexcept;
 
 /// The process-wide HostBackend with default options (2 MiB granularity), never destroyed.
 HostBackend& default_host_backend();
@@ -45,6 +47,7 @@ struct DeviceSpace {
     device_fill(dst, pattern, pattern_bytes, count, stream);
   }
   static void wait(Stream stream) { device_wait(stream); }
+  static void wait_no_throw(Stream stream) noexcept { device_wait_no_throw(stream); }
   static Backend& default_backend(const GrowableOptions& options) {
     return default_backend(options.devices.empty() ? 0 : options.devices.front());
   }
@@ -67,6 +70,7 @@ struct HostSpace {
     for (std::size_t i = 0; i < count; ++i) std::memcpy(out + i * pattern_bytes, pattern, pattern_bytes);
   }
   static void wait(Stream) noexcept {}
+  static void wait_no_throw(Stream) noexcept {}
   static Backend& default_backend(const GrowableOptions&) { return default_host_backend(); }
   static Backend& default_backend(int) { return default_host_backend(); }
 };
