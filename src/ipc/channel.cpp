@@ -5,8 +5,9 @@
 // Invariants: a Channel exists only once its peer's credentials passed the policy; every fd that
 // arrives is owned by a UniqueFd before any check can throw; a message is exactly
 // wire_message_bytes (SOCK_SEQPACKET delivers it whole: MSG_TRUNC reveals anything longer).
-// Never does: block without a bound (poll with the policy's timeout first), raise SIGPIPE, or
-// keep a connection whose peer was refused.
+// Never does: block without a bound (receives poll with the policy's timeout first; sends are
+// non-blocking and wait in poll up to send_timeout), raise SIGPIPE, or keep a connection whose
+// peer was refused.
 #include <cuvmm/ipc/channel.hpp>
 
 #include <poll.h>
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -115,7 +117,17 @@ Channel Channel::connect(const std::filesystem::path& socket_path, PeerPolicy po
   return Channel(std::move(socket), std::move(policy));
 }
 
-void Channel::send(const Message& message, int fd) {
+namespace {
+
+/// Milliseconds left until `deadline` (0 when it passed), for poll().
+int milliseconds_until(std::chrono::steady_clock::time_point deadline) {
+  auto const left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, INT32_MAX));
+}
+
+}  // namespace
+
+bool Channel::try_send(const Message& message, int fd) {
   constexpr std::string_view call = "cuvmm::ipc::Channel::send";
   if (!socket_) throw_invalid_argument(call, "the channel is not connected");
   bool const needs_fd = message.handle_type == HandleType::posix_fd;
@@ -138,17 +150,41 @@ void Channel::send(const Message& message, int fd) {
   }
   ssize_t sent = 0;
   do {
-    sent = ::sendmsg(socket_.get(), &header, MSG_NOSIGNAL);
+    sent = ::sendmsg(socket_.get(), &header, MSG_NOSIGNAL | MSG_DONTWAIT);
   } while (sent < 0 && errno == EINTR);
-  std::string const what = "sending a " + std::string(to_string(message.kind)) + " message to " + credentials_text(peer_);
-  if (sent < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+  if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;  // the peer's queue is full
+  if (sent < 0) {
     int const error = errno;
-    socket_.reset();
-    throw_errno("sendmsg", error, what + ": the peer closed the connection");
+    std::string const what = "sending a " + std::string(to_string(message.kind)) + " message to " + credentials_text(peer_);
+    if (error == EPIPE || error == ECONNRESET) {
+      socket_.reset();
+      throw_errno("sendmsg", error, what + ": the peer closed the connection");
+    }
+    throw_errno("sendmsg", error, what);
   }
-  if (sent < 0) throw_errno("sendmsg", errno, what);
-  if (static_cast<std::size_t>(sent) != bytes.size())
-    throw_invalid_argument(call, what + ": only " + std::to_string(sent) + " bytes were sent");
+  if (static_cast<std::size_t>(sent) != bytes.size())  // SOCK_SEQPACKET sends a message whole or not at all
+    throw_invalid_argument(call, "only " + std::to_string(sent) + " bytes of a message were sent");
+  return true;
+}
+
+void Channel::send(const Message& message, int fd) {
+  auto const deadline = std::chrono::steady_clock::now() + policy_.send_timeout;
+  while (!try_send(message, fd)) {
+    // POLLOUT comes once the peer has read some of its queue; poll again at least every 10 ms,
+    // since a unix socket reports room later than a send could use it.
+    pollfd entry{socket_.get(), POLLOUT, 0};
+    int const wait = std::min(milliseconds_until(deadline), 10);
+    if (wait == 0) {
+      ErrorDetails details;
+      details.call = "cuvmm::ipc::Channel::send";
+      details.code_name = "timed out";
+      details.context = "the peer " + credentials_text(peer_) + " took no message within " +
+                        std::to_string(policy_.send_timeout.count()) +
+                        " ms (PeerPolicy::send_timeout): it is not reading; nothing was sent";
+      throw Error(std::move(details));
+    }
+    if (::poll(&entry, 1, wait) < 0 && errno != EINTR) throw_errno("poll", errno, "waiting to send to " + credentials_text(peer_));
+  }
 }
 
 Received Channel::receive() {

@@ -2,14 +2,21 @@
 //
 // Exporter: owns the storage, the listener and one Channel per importer. A growth step is all or
 // nothing: if exporting the new chunks' fds fails, the new chunks are given back (shrink_to the
-// old capacity) and nothing is announced. Announcing is then per importer and isolated: an importer
-// whose send fails is closed and forgotten, the others and the storage are untouched.
+// old capacity) and nothing is announced. Announcing goes to all importers at once and never blocks
+// in the kernel (non-blocking sends, one poll over every importer that has no room): an importer
+// whose send fails, or that takes no message for send_timeout, is closed, forgotten and recorded in
+// dropped_; the others and the storage are untouched.
 // Importer: owns its channel, its one range, and the imported chunks with their mappings. Each
 // chunk is applied as a small transaction: checked, imported and mapped into locals, then moved
 // (noexcept) into vectors whose room was made first; if anything throws, the locals unmap and
 // release, the importer stops listening, and what was mapped before stays as it was.
 #include <cuvmm/ipc/shared_buffer.hpp>
 
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,38 +51,113 @@ std::vector<UniqueFd> SharedBufferExporter::export_chunks(std::size_t first) con
   return fds;
 }
 
-void SharedBufferExporter::send_chunks(Channel& importer, std::size_t first, const std::vector<UniqueFd>& fds) const {
+std::vector<SharedBufferExporter::Outgoing> SharedBufferExporter::chunk_messages(std::size_t first,
+                                                                                const std::vector<UniqueFd>& fds) const {
   const std::vector<PhysicalChunk>& chunks = storage_.chunks();
   std::size_t offset = 0;
   for (std::size_t i = 0; i < first; ++i) offset += chunks[i].size();
+  std::vector<Outgoing> messages;
+  messages.reserve(chunks.size() - first);
   for (std::size_t i = first; i < chunks.size(); ++i) {
-    importer.send(chunk_message(HandleType::posix_fd, offset, chunks[i].size(), i), fds[i - first].get());
+    messages.push_back({chunk_message(HandleType::posix_fd, offset, chunks[i].size(), i), fds[i - first].get()});
     offset += chunks[i].size();
+  }
+  return messages;
+}
+
+namespace {
+
+/// Why sending to one channel failed (empty: it took every message).
+using Failure = std::optional<std::string>;
+
+/// Sends `messages`, in order, to every channel in `to` at once, never blocking in the kernel:
+/// each channel takes what it has room for, then all that wait are polled together. A channel that
+/// takes no message for its policy's send_timeout, or whose send throws, fails; the rest go on.
+/// Returns one entry per channel.
+template <class Outgoing>
+std::vector<Failure> send_to_all(const std::vector<Channel*>& to, const std::vector<Outgoing>& messages) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::size_t> next(to.size(), 0);                       // the first message to[i] has not taken
+  std::vector<Clock::time_point> progress(to.size(), Clock::now());  // when to[i] last took one
+  std::vector<Failure> failures(to.size());
+  std::vector<pollfd> waiting;
+  for (;;) {
+    waiting.clear();
+    int wait_ms = 10;  // a unix socket reports room late (POLLOUT once 3/4 is drained): look again soon
+    for (std::size_t i = 0; i < to.size(); ++i) {
+      if (failures[i] || next[i] == messages.size()) continue;
+      Channel& channel = *to[i];
+      try {
+        while (next[i] < messages.size() && channel.try_send(messages[next[i]].message, messages[next[i]].fd)) {
+          ++next[i];
+          progress[i] = Clock::now();
+        }
+      } catch (const std::exception& error) {
+        failures[i] = error.what();
+        continue;
+      }
+      if (next[i] == messages.size()) continue;
+      auto const limit = channel.policy().send_timeout;
+      auto const waited = Clock::now() - progress[i];
+      if (waited >= limit) {
+        failures[i] = "the importer (pid " + std::to_string(channel.peer().pid) + ", uid " +
+                      std::to_string(channel.peer().uid) + ") took no message within " + std::to_string(limit.count()) +
+                      " ms (PeerPolicy::send_timeout): it is not reading; it had taken " + std::to_string(next[i]) +
+                      " of " + std::to_string(messages.size()) + " messages";
+        continue;
+      }
+      auto const left = std::chrono::ceil<std::chrono::milliseconds>(limit - waited).count();
+      wait_ms = static_cast<int>(std::clamp<long long>(left, 1, wait_ms));
+      waiting.push_back(pollfd{channel.native_handle(), POLLOUT, 0});
+    }
+    if (waiting.empty()) return failures;
+    if (::poll(waiting.data(), waiting.size(), wait_ms) < 0 && errno != EINTR)
+      throw_errno("poll", errno, "waiting for importers to make room for messages");
   }
 }
 
-template <class Send>
-void SharedBufferExporter::for_each_importer(Send&& send) noexcept {
+}  // namespace
+
+void SharedBufferExporter::announce(const std::vector<Outgoing>& messages) {
+  std::vector<Channel*> to;
+  to.reserve(importers_.size());
+  for (Channel& importer : importers_) to.push_back(&importer);
+  dropped_.reserve(dropped_.size() + importers_.size());  // so recording a drop cannot throw
+  std::vector<Failure> const failures = send_to_all(to, messages);
   std::size_t kept = 0;
-  for (Channel& importer : importers_) {
-    try {
-      send(importer);
-    } catch (...) {
-      importer.close();  // it cannot follow any more: forget it
+  for (std::size_t i = 0; i < importers_.size(); ++i) {
+    if (failures[i]) {
+      dropped_.push_back(DroppedImporter{importers_[i].peer(), *failures[i]});
+      importers_[i].close();  // it cannot follow any more: forget it
       continue;
     }
-    if (&importers_[kept] != &importer) importers_[kept] = std::move(importer);
+    if (kept != i) importers_[kept] = std::move(importers_[i]);
     ++kept;
   }
   while (importers_.size() > kept) importers_.pop_back();
 }
 
+std::vector<SharedBufferExporter::DroppedImporter> SharedBufferExporter::take_dropped_importers() {
+  return std::exchange(dropped_, {});
+}
+
 void SharedBufferExporter::accept_importer() {
   importers_.reserve(importers_.size() + 1);  // so keeping it cannot throw
   Channel importer = listener_.accept();
-  importer.send(hello_message(storage_.max_capacity(), storage_.chunk_count()));
-  send_chunks(importer, 0, export_chunks(0));
-  importer.send(size_message(published_, storage_.chunk_count()));
+  std::vector<UniqueFd> const fds = export_chunks(0);
+  std::vector<Outgoing> messages;
+  messages.reserve(fds.size() + 2);
+  messages.push_back({hello_message(storage_.max_capacity(), storage_.chunk_count())});
+  for (const Outgoing& chunk : chunk_messages(0, fds)) messages.push_back(chunk);
+  messages.push_back({size_message(published_, storage_.chunk_count())});
+  std::vector<Failure> const failures = send_to_all(std::vector<Channel*>{&importer}, messages);
+  if (failures.front()) {
+    ErrorDetails details;
+    details.call = "cuvmm::ipc::SharedBufferExporter::accept_importer";
+    details.code_name = "timed out";
+    details.context = *failures.front() + "; the importer was not kept";
+    throw Error(std::move(details));
+  }
   importers_.push_back(std::move(importer));
 }
 
@@ -91,7 +173,7 @@ void SharedBufferExporter::reserve(std::size_t bytes) {
     storage_.shrink_to(capacity_before);  // all or nothing: the new chunks go again
     throw;
   }
-  for_each_importer([&](Channel& importer) { send_chunks(importer, before, fds); });
+  announce(chunk_messages(before, fds));
 }
 
 void SharedBufferExporter::publish(std::size_t bytes) {
@@ -100,8 +182,7 @@ void SharedBufferExporter::publish(std::size_t bytes) {
                            "size " + std::to_string(bytes) + " is beyond the " + std::to_string(storage_.capacity()) +
                                " bytes mapped");
   published_ = bytes;
-  Message const size = size_message(bytes, storage_.chunk_count());
-  for_each_importer([&](Channel& importer) { importer.send(size); });
+  announce({Outgoing{size_message(bytes, storage_.chunk_count())}});
 }
 
 SharedBufferImporter::SharedBufferImporter(Backend& backend, const std::filesystem::path& socket_path, Access access,

@@ -304,3 +304,31 @@ TEST_CASE("receive reports a peer that closed the connection, and a peer that se
   }
   CHECK(open_fd_count() == fd_baseline);
 }
+
+TEST_CASE("send to a peer that never reads throws 'timed out' after send_timeout; try_send says no at once",
+          "[ipc][channel]") {
+  std::size_t const fd_baseline = open_fd_count();
+  {
+    PeerPolicy policy = quick_policy();
+    policy.send_timeout = std::chrono::milliseconds(100);
+    Listener listener(policy);
+    Channel client = Channel::connect(listener.socket_path(), policy);
+    Channel server = listener.accept();  // never reads
+    std::size_t sent = 0;
+    while (client.try_send(cuvmm::ipc::size_message(sent, 0))) ++sent;
+    CHECK(sent > 10);  // the socket buffer took some, then had no room
+    CHECK_FALSE(client.try_send(Message{}));
+    auto const start = std::chrono::steady_clock::now();
+    auto const error = thrown_by<cuvmm::Error>([&] { client.send(Message{}); });
+    auto const waited = std::chrono::steady_clock::now() - start;
+    CHECK(waited >= std::chrono::milliseconds(100));
+    CHECK(waited < std::chrono::seconds(2));
+    CHECK(error.code_name() == "timed out");
+    CHECK_THAT(error.what(), ContainsSubstring("took no message within 100 ms (PeerPolicy::send_timeout)"));
+    CHECK(client.connected());  // nothing was sent: the channel is still in step
+    // The peer reads one message: there is room again, and what it reads is the first one sent.
+    CHECK(server.receive().message == cuvmm::ipc::size_message(0, 0));
+    client.send(cuvmm::ipc::size_message(sent, 0));
+  }
+  CHECK(open_fd_count() == fd_baseline);
+}

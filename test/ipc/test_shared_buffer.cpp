@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <optional>
 #include <string>
 #include <thread>
@@ -500,4 +501,194 @@ TEST_CASE("an importer whose backend fails at any call keeps what it had mapped 
     if (!faulty.fired()) break;
   }
   CHECK(k > 4);  // at least import, chunk_info, map and set_access of the first chunk were failed
+}
+
+// ---- importers that read slowly or not at all --------------------------------------------------
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t many = 600;  // more messages than a unix socket's buffer holds (~275)
+
+PeerPolicy impatient_policy() {
+  PeerPolicy policy = quick_policy();
+  policy.send_timeout = 300ms;
+  return policy;
+}
+
+/// One chunk per granule, so reserve(n * G) announces n chunks.
+cuvmm::GrowableOptions granule_chunks() {
+  cuvmm::GrowableOptions options;
+  options.max_capacity = 1024 * G;
+  options.max_chunk_bytes = G;
+  return options;
+}
+
+/// Runs `work` on a thread and waits up to `guard` for it. If it is still running then, calls
+/// `unblock` (which must make it return) and reports the hang: the test fails instead of hanging.
+/// Returns how long `work` took, or nothing if it hung.
+std::optional<Clock::duration> bounded_run(const std::function<void()>& work, std::chrono::seconds guard,
+                                           const std::function<void()>& unblock) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  Clock::time_point const start = Clock::now();
+  std::jthread worker([&] {
+    try {
+      work();
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  });
+  if (finished.wait_for(guard) != std::future_status::ready) {
+    unblock();
+    worker.join();
+    return std::nullopt;
+  }
+  Clock::duration const took = Clock::now() - start;
+  finished.get();  // rethrows what `work` threw
+  return took;
+}
+
+/// Reads every message `channel` gets, until `count` arrived or the channel fails.
+struct MessageCollector {
+  std::vector<Message> messages;
+  std::size_t fds = 0;
+  std::string stopped_by;
+  void run(Channel& channel, std::size_t count, std::chrono::milliseconds pause) {
+    try {
+      while (messages.size() < count) {
+        cuvmm::ipc::Received const received = channel.receive();
+        messages.push_back(received.message);
+        if (received.fd.valid()) ++fds;
+        if (pause.count() > 0) std::this_thread::sleep_for(pause);
+      }
+    } catch (const std::exception& error) {
+      stopped_by = error.what();
+    }
+  }
+};
+
+/// The messages an importer that joined an empty exporter gets for reserve(many * G) and then
+/// publish(1), publish(2), ... publish(many).
+std::vector<Message> expected_stream() {
+  std::vector<Message> expected{cuvmm::ipc::hello_message(1024 * G, 0), cuvmm::ipc::size_message(0, 0)};
+  for (std::size_t i = 0; i < many; ++i) expected.push_back(chunk_at(i * G, G, i));
+  for (std::size_t i = 1; i <= many; ++i) expected.push_back(cuvmm::ipc::size_message(i, many));
+  return expected;
+}
+
+void grow_and_publish_many(SharedBufferExporter& exporter) {
+  exporter.reserve(many * G);
+  for (std::size_t i = 1; i <= many; ++i) exporter.publish(i);
+}
+
+}  // namespace
+
+TEST_CASE("an importer that never reads is dropped after send_timeout: reserve and publish return, the others get "
+          "every message in order",
+          "[ipc][shared][hang]") {
+  std::size_t const fd_baseline = open_fd_count();
+  HostBackend host(cuvmm::test::small_host_options());
+  {
+    PeerPolicy const policy = impatient_policy();
+    SharedBufferExporter exporter(host, granule_chunks(), policy);
+    Channel stuck = Channel::connect(exporter.socket_path(), policy);  // connects, never reads
+    exporter.accept_importer();
+    Channel reader = Channel::connect(exporter.socket_path(), policy);
+    exporter.accept_importer();
+    std::vector<Message> const expected = expected_stream();
+    MessageCollector collector;
+    std::jthread reading([&] { collector.run(reader, expected.size(), 0ms); });
+
+    auto const took = bounded_run([&] { grow_and_publish_many(exporter); }, 20s, [&] { stuck.close(); });
+    CHECK(took.has_value());  // before the fix: sendmsg to `stuck` blocked for good
+    if (took) CHECK(*took < policy.send_timeout + 3s);
+    reading.join();
+    CHECK(collector.stopped_by == "");
+    CHECK(exporter.importer_count() == 1);
+    std::vector<SharedBufferExporter::DroppedImporter> const dropped = exporter.take_dropped_importers();
+    REQUIRE(dropped.size() == 1);
+    CHECK(dropped[0].peer.pid == ::getpid());
+    CHECK(dropped[0].peer.uid == ::geteuid());
+    CHECK_THAT(dropped[0].reason, ContainsSubstring("took no message within 300 ms (PeerPolicy::send_timeout)"));
+    CHECK(exporter.take_dropped_importers().empty());  // taken once
+    CHECK(collector.messages == expected);
+    CHECK(collector.fds == many);
+  }
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("a slow importer that keeps reading gets every message in order and is not dropped",
+          "[ipc][shared][hang]") {
+  std::size_t const fd_baseline = open_fd_count();
+  HostBackend host(cuvmm::test::small_host_options());
+  {
+    PeerPolicy const policy = impatient_policy();
+    SharedBufferExporter exporter(host, granule_chunks(), policy);
+    Channel reader = Channel::connect(exporter.socket_path(), policy);
+    exporter.accept_importer();
+    std::vector<Message> const expected = expected_stream();
+    MessageCollector collector;
+    // ~1 ms per message: the exporter waits for room many times, never 300 ms without progress.
+    std::jthread reading([&] { collector.run(reader, expected.size(), 1ms); });
+    auto const took = bounded_run([&] { grow_and_publish_many(exporter); }, 30s, [&] { reader.close(); });
+    CHECK(took.has_value());
+    reading.join();
+    CHECK(collector.stopped_by == "");
+    CHECK(exporter.importer_count() == 1);
+    CHECK(exporter.take_dropped_importers().empty());
+    CHECK(collector.messages == expected);
+    CHECK(collector.fds == many);
+  }
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("accept_importer with more chunks than a socket holds: a newcomer that never reads is refused after "
+          "send_timeout, one that reads gets them all",
+          "[ipc][shared][hang]") {
+  std::size_t const fd_baseline = open_fd_count();
+  HostBackend host(cuvmm::test::small_host_options());
+  {
+    PeerPolicy const policy = impatient_policy();
+    SharedBufferExporter exporter(host, granule_chunks(), policy);
+    exporter.reserve(many * G);
+    exporter.publish(many * G);
+    Channel stuck = Channel::connect(exporter.socket_path(), policy);
+    std::string refusal = "(accept_importer did not throw)";
+    auto const took = bounded_run(
+        [&] {
+          try {
+            exporter.accept_importer();
+          } catch (const cuvmm::Error& error) {
+            refusal = error.what();
+          }
+        },
+        20s, [&] { stuck.close(); });
+    CHECK(took.has_value());  // before the fix: blocked for good
+    if (took) CHECK(*took < policy.send_timeout + 3s);
+    CHECK_THAT(refusal, ContainsSubstring("took no message within 300 ms") &&
+                            ContainsSubstring("the importer was not kept"));
+    CHECK(exporter.importer_count() == 0);
+    stuck.close();
+
+    std::optional<SharedBufferImporter> importer;
+    std::jthread reading([&] {
+      importer.emplace(host, exporter.socket_path(), Access::read, policy);
+      importer->wait_for_size(many * G);
+    });
+    auto const accepted = bounded_run([&] { exporter.accept_importer(); }, 20s, [] {});
+    reading.join();
+    CHECK(accepted.has_value());
+    CHECK(exporter.importer_count() == 1);
+    REQUIRE(importer.has_value());
+    CHECK(importer->chunk_count() == many);
+    CHECK(importer->size() == many * G);
+  }
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
 }

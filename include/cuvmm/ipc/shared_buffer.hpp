@@ -16,13 +16,22 @@
 // Errors: an importer checks everything it is told (hello first and once, chunks in order, each
 // chunk exactly at the end of the mapped prefix and inside the range, its fd a real chunk of the
 // announced size, sizes within the mapped bytes). Any violation is a cuvmm::Error, and the importer
-// stops listening to that exporter: what it had mapped stays mapped, nothing leaks. An exporter
-// drops an importer it cannot reach; that never fails its own growth.
+// stops listening to that exporter: what it had mapped stays mapped, nothing leaks.
+// Unreachable importers: the exporter never waits without a bound. It sends to all importers at
+// once without blocking; an importer that takes no message for PeerPolicy::send_timeout (it stopped
+// reading, or reads too slowly to ever make room), or whose connection failed, is dropped, and
+// take_dropped_importers() says which and why. A slow importer that keeps reading gets every
+// message, in order. So reserve() and publish() return within send_timeout after the last importer
+// that still makes progress, however many importers have stopped; dropping one never fails the
+// exporter's own growth. accept_importer() sends a newcomer every chunk so far: when that is more
+// than its socket buffer holds (a few hundred chunks), the importer must read meanwhile (another
+// thread or process), or accept_importer() throws after send_timeout and does not keep it.
 // Threads: each object is used by one thread at a time (the backend underneath is thread-safe).
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include <cuvmm/address_range.hpp>
@@ -48,17 +57,27 @@ class SharedBufferExporter {
   [[nodiscard]] const std::filesystem::path& socket_path() const noexcept { return listener_.socket_path(); }
 
   /// Waits (up to the policy's timeout) for one importer, checks its credentials, and sends it the
-  /// hello, every chunk mapped so far and the published size. Throws cuvmm::Error if any of it fails
-  /// (the importer is then not kept).
+  /// hello, every chunk mapped so far and the published size (each message waiting at most the
+  /// policy's send_timeout for room). Throws cuvmm::Error if any of it fails (the importer is then
+  /// not kept).
   void accept_importer();
 
   /// Grows to at least `bytes` and announces the new chunks to every importer. All or nothing: on
   /// any failure (growth, or exporting the new chunks) nothing changed and nothing was announced.
-  /// An importer that cannot be told is dropped.
+  /// An importer that cannot be told within send_timeout is dropped (see take_dropped_importers()).
   void reserve(std::size_t bytes);
 
-  /// Tells every importer that [0, bytes) holds data now (bytes <= capacity()).
+  /// Tells every importer that [0, bytes) holds data now (bytes <= capacity()). An importer that
+  /// cannot be told within send_timeout is dropped (see take_dropped_importers()).
   void publish(std::size_t bytes);
+
+  /// An importer this exporter dropped, and why.
+  struct DroppedImporter {
+    PeerCredentials peer;  ///< who it was
+    std::string reason;    ///< the error that dropped it, e.g. a send that timed out
+  };
+  /// The importers dropped since the last call, oldest first; forgets them.
+  [[nodiscard]] std::vector<DroppedImporter> take_dropped_importers();
 
   [[nodiscard]] Address data() const noexcept { return storage_.data(); }
   [[nodiscard]] std::size_t capacity() const noexcept { return storage_.capacity(); }
@@ -70,15 +89,20 @@ class SharedBufferExporter {
  private:
   /// New descriptors for chunks [first, chunk_count).
   [[nodiscard]] std::vector<UniqueFd> export_chunks(std::size_t first) const;
-  /// Sends chunks [first, chunk_count) to `importer`, with `fds` from export_chunks(first).
-  void send_chunks(Channel& importer, std::size_t first, const std::vector<UniqueFd>& fds) const;
-  /// Runs `send` for every importer; drops those for which it throws.
-  template <class Send>
-  void for_each_importer(Send&& send) noexcept;
+  /// A message to send, and the fd (borrowed) that goes with it, or -1.
+  struct Outgoing {
+    Message message;
+    int fd = -1;
+  };
+  /// Messages announcing chunks [first, chunk_count), with `fds` from export_chunks(first).
+  [[nodiscard]] std::vector<Outgoing> chunk_messages(std::size_t first, const std::vector<UniqueFd>& fds) const;
+  /// Sends `messages`, in order, to every importer at once; drops (and records) those that fail.
+  void announce(const std::vector<Outgoing>& messages);
 
   GrowableStorage storage_;
   Listener listener_;
   std::vector<Channel> importers_;
+  std::vector<DroppedImporter> dropped_;  // not yet taken by take_dropped_importers()
   std::size_t published_ = 0;  // bytes the importers were told hold data
 };
 
