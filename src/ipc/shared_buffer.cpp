@@ -33,7 +33,7 @@ GrowableOptions shareable_as_fd(GrowableOptions options) {
 }
 
 [[noreturn]] void refuse(std::string what) {
-  throw_invalid_argument("cuvmm::ipc::SharedBufferImporter", "the exporter's message was refused: " + std::move(what) +
+  throw_protocol_violation("cuvmm::ipc::SharedBufferImporter", "the exporter's message was refused: " + std::move(what) +
                                                                  "; no longer listening to it");
 }
 
@@ -67,8 +67,12 @@ std::vector<SharedBufferExporter::Outgoing> SharedBufferExporter::chunk_messages
 
 namespace {
 
-/// Why sending to one channel failed (empty: it took every message).
-using Failure = std::optional<std::string>;
+/// Why sending to one channel failed: what, and which kind of error (empty: it took every message).
+struct SendFailure {
+  std::string reason;
+  ErrorCode code = ErrorCode::unspecified;  // timed_out, or the error a send threw (unspecified: not cuvmm's)
+};
+using Failure = std::optional<SendFailure>;
 
 /// Sends `messages`, in order, to every channel in `to` at once, never blocking in the kernel:
 /// each channel takes what it has room for, then all that wait are polled together. A channel that
@@ -92,18 +96,22 @@ std::vector<Failure> send_to_all(const std::vector<Channel*>& to, const std::vec
           ++next[i];
           progress[i] = Clock::now();
         }
+      } catch (const Error& error) {
+        failures[i] = SendFailure{error.what(), error.cuvmm_code()};
+        continue;
       } catch (const std::exception& error) {
-        failures[i] = error.what();
+        failures[i] = SendFailure{error.what()};
         continue;
       }
       if (next[i] == messages.size()) continue;
       auto const limit = channel.policy().send_timeout;
       auto const waited = Clock::now() - progress[i];
       if (waited >= limit) {
-        failures[i] = "the importer (pid " + std::to_string(channel.peer().pid) + ", uid " +
-                      std::to_string(channel.peer().uid) + ") took no message within " + std::to_string(limit.count()) +
-                      " ms (PeerPolicy::send_timeout): it is not reading; it had taken " + std::to_string(next[i]) +
-                      " of " + std::to_string(messages.size()) + " messages";
+        failures[i] = SendFailure{"the importer (pid " + std::to_string(channel.peer().pid) + ", uid " +
+                                      std::to_string(channel.peer().uid) + ") took no message within " +
+                                      std::to_string(limit.count()) + " ms (PeerPolicy::send_timeout): it is not reading; it had taken " +
+                                      std::to_string(next[i]) + " of " + std::to_string(messages.size()) + " messages",
+                                  ErrorCode::timed_out};
         continue;
       }
       auto const left = std::chrono::ceil<std::chrono::milliseconds>(limit - waited).count();
@@ -127,7 +135,7 @@ void SharedBufferExporter::announce(const std::vector<Outgoing>& messages) {
   std::size_t kept = 0;
   for (std::size_t i = 0; i < importers_.size(); ++i) {
     if (failures[i]) {
-      dropped_.push_back(DroppedImporter{importers_[i].peer(), *failures[i]});
+      dropped_.push_back(DroppedImporter{importers_[i].peer(), failures[i]->reason, failures[i]->code});
       importers_[i].close();  // it cannot follow any more: forget it
       continue;
     }
@@ -151,12 +159,9 @@ void SharedBufferExporter::accept_importer() {
   for (const Outgoing& chunk : chunk_messages(0, fds)) messages.push_back(chunk);
   messages.push_back({size_message(published_, storage_.chunk_count())});
   std::vector<Failure> const failures = send_to_all(std::vector<Channel*>{&importer}, messages);
-  if (failures.front()) {
-    ErrorDetails details;
-    details.call = "cuvmm::ipc::SharedBufferExporter::accept_importer";
-    details.code_name = "timed out";
-    details.context = *failures.front() + "; the importer was not kept";
-    throw Error(std::move(details));
+  if (const Failure& failure = failures.front()) {
+    ErrorCode const code = failure->code == ErrorCode::unspecified ? ErrorCode::peer_closed : failure->code;
+    throw_error(code, "cuvmm::ipc::SharedBufferExporter::accept_importer", failure->reason + "; the importer was not kept");
   }
   importers_.push_back(std::move(importer));
 }
@@ -186,14 +191,26 @@ void SharedBufferExporter::publish(std::size_t bytes) {
 }
 
 SharedBufferImporter::SharedBufferImporter(Backend& backend, const std::filesystem::path& socket_path, Access access,
-                                           PeerPolicy policy, int device)
+                                           PeerPolicy policy, int device, std::size_t max_reservation_bytes)
     : backend_(&backend), grant_{device, access}, channel_(Channel::connect(socket_path, std::move(policy))) {
+  constexpr std::string_view call = "cuvmm::ipc::SharedBufferImporter";
   Received hello = channel_.receive();
   try {
     if (hello.message.kind != MessageKind::hello)
       refuse("the first message is a " + std::string(to_string(hello.message.kind)) + ", not a hello");
     if (hello.message.size == 0) refuse("the hello announces a range of 0 bytes");
-    range_ = AddressRange(backend, hello.message.size);
+    if (hello.message.size > max_reservation_bytes)
+      throw_limit_exceeded(call, "the exporter's range is " + std::to_string(hello.message.size) +
+                                     " bytes, more than this importer's limit of " + std::to_string(max_reservation_bytes) +
+                                     " bytes (max_reservation_bytes); nothing was reserved");
+    try {
+      range_ = AddressRange(backend, hello.message.size);
+    } catch (const OutOfMemory& no_room) {  // address space, not memory: a cuvmm::Error like every refusal here
+      ErrorDetails details = no_room.details();
+      details.context += "; reserving the exporter's range of " + std::to_string(hello.message.size) +
+                         " bytes (address space exhausted)";
+      throw Error(std::move(details));
+    }
   } catch (...) {
     channel_.close();
     throw;
@@ -207,7 +224,7 @@ std::size_t SharedBufferImporter::update() {
     try {
       received = channel_.try_receive();
     } catch (const Error& error) {
-      if (error.code_name() == "peer closed") break;  // the exporter exited: what we have stays
+      if (error.is(ErrorCode::peer_closed)) break;  // the exporter exited: what we have stays
       throw;
     }
     if (!received) break;
@@ -224,8 +241,8 @@ void SharedBufferImporter::wait_for_size(std::size_t bytes) {
                                std::to_string(range_.size()));
   while (size_ < bytes) {
     if (!channel_.connected())
-      throw_invalid_argument("cuvmm::ipc::SharedBufferImporter::wait_for_size",
-                             "the exporter is no longer connected; its size stayed " + std::to_string(size_));
+      throw_error(ErrorCode::not_connected, "cuvmm::ipc::SharedBufferImporter::wait_for_size",
+                  "the exporter is no longer connected; its size stayed " + std::to_string(size_));
     apply(channel_.receive());
   }
 }

@@ -4,6 +4,7 @@
 // mid-transfer leaves a clear error; and fake exporters (in this process) that lie about offsets,
 // sizes, generations or send the wrong kind of fd are refused, leaking nothing.
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 #include "observables.hpp"
 
 using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
 using cuvmm::Access;
 using cuvmm::HandleType;
 using cuvmm::HostBackend;
@@ -200,7 +202,7 @@ TEST_CASE("an exporter killed mid-transfer leaves the importer a clear error, th
     INFO("exporter output:\n" << run.output);
     CHECK(run.signal == SIGKILL);
     auto const error = thrown_by<cuvmm::Error>([&] { importer.wait_for_size(steps[1]); });
-    CHECK(error.code_name() == "peer closed");
+    CHECK(error.is(cuvmm::ErrorCode::peer_closed));
     CHECK_THAT(error.what(), ContainsSubstring("closed the connection (it exited or was killed)"));
     CHECK_FALSE(importer.connected());
     CHECK(importer.size() == steps[0]);
@@ -614,6 +616,7 @@ TEST_CASE("an importer that never reads is dropped after send_timeout: reserve a
     CHECK(dropped[0].peer.pid == ::getpid());
     CHECK(dropped[0].peer.uid == ::geteuid());
     CHECK_THAT(dropped[0].reason, ContainsSubstring("took no message within 300 ms (PeerPolicy::send_timeout)"));
+    CHECK(dropped[0].code == cuvmm::ErrorCode::timed_out);
     CHECK(exporter.take_dropped_importers().empty());  // taken once
     CHECK(collector.messages == expected);
     CHECK(collector.fds == many);
@@ -671,7 +674,8 @@ TEST_CASE("accept_importer with more chunks than a socket holds: a newcomer that
         20s, [&] { stuck.close(); });
     CHECK(took.has_value());  // before the fix: blocked for good
     if (took) CHECK(*took < policy.send_timeout + 3s);
-    CHECK_THAT(refusal, ContainsSubstring("took no message within 300 ms") &&
+    CHECK_THAT(refusal, StartsWith("cuvmm::ipc::SharedBufferExporter::accept_importer failed: timed out; ") &&
+                            ContainsSubstring("took no message within 300 ms") &&
                             ContainsSubstring("the importer was not kept"));
     CHECK(exporter.importer_count() == 0);
     stuck.close();
@@ -689,6 +693,109 @@ TEST_CASE("accept_importer with more chunks than a socket holds: a newcomer that
     CHECK(importer->chunk_count() == many);
     CHECK(importer->size() == many * G);
   }
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+// ---- what an importer accepts from an exporter's hello, and an empty message ------------------
+
+namespace {
+
+/// Plays `script` as the exporter (on a thread) while an importer with `limit` connects and runs
+/// `body`; returns the cuvmm::Error the importer threw (fails the test if it threw none).
+cuvmm::Error importer_error(HostBackend& host, const Script& script, std::size_t limit,
+                            const std::function<void(SharedBufferImporter&)>& body = {}) {
+  Listener listener(quick_policy());
+  std::jthread exporter([&] {
+    try {
+      Channel channel = listener.accept();
+      script(channel);
+    } catch (const std::exception&) {
+    }
+  });
+  return thrown_by<cuvmm::Error>([&] {
+    SharedBufferImporter importer(host, listener.socket_path(), Access::read_write, quick_policy(), 0, limit);
+    if (body) body(importer);
+  });
+}
+
+/// An exporter that says hello with `range_bytes` and then waits for the importer to hang up.
+Script hello_then_wait(std::uint64_t range_bytes) {
+  return [range_bytes](Channel& c) {
+    c.send(hello_of(range_bytes));
+    (void)c.receive();  // returns (throws) when the importer hangs up
+  };
+}
+
+}  // namespace
+
+TEST_CASE("an importer refuses an exporter's range above its limit, naming both sizes, and reserves nothing",
+          "[ipc][shared][hostile][limit]") {
+  HostBackend host(cuvmm::test::small_host_options());
+  std::size_t const fd_baseline = open_fd_count();
+  auto const over_default = importer_error(host, hello_then_wait(std::uint64_t{1} << 46), cuvmm::ipc::default_max_import_bytes);
+  CHECK(over_default.is(cuvmm::ErrorCode::limit_exceeded));
+  CHECK(over_default.context() ==
+        "the exporter's range is 70368744177664 bytes, more than this importer's limit of 1099511627776 bytes "
+        "(max_reservation_bytes); nothing was reserved");
+  auto const over_own = importer_error(host, hello_then_wait(max_bytes), 8 * G);
+  CHECK(over_own.is(cuvmm::ErrorCode::limit_exceeded));
+  CHECK_THAT(over_own.what(), ContainsSubstring("range is 4194304 bytes, more than this importer's limit of 524288 bytes"));
+  CHECK(cuvmm::ipc::default_max_import_bytes == std::size_t{1} << 40);
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("an exporter's range of 2^63 bytes is a cuvmm::Error, never a bare std::bad_alloc", "[ipc][shared][hostile][limit]") {
+  HostBackend host(cuvmm::test::small_host_options());
+  std::size_t const fd_baseline = open_fd_count();
+  std::uint64_t const huge = std::uint64_t{1} << 63;
+  auto const limited = importer_error(host, hello_then_wait(huge), cuvmm::ipc::default_max_import_bytes);
+  CHECK(limited.is(cuvmm::ErrorCode::limit_exceeded));
+  CHECK_THAT(limited.what(), ContainsSubstring("range is 9223372036854775808 bytes"));
+  // With no limit at all, the address space cannot be had: still a cuvmm::Error, with the system's code.
+  bool bad_alloc_escaped = false;
+  try {
+    auto const unlimited = importer_error(host, hello_then_wait(huge), SIZE_MAX);
+    CHECK(unlimited.domain() == cuvmm::ErrorDomain::posix);
+    CHECK(unlimited.code_name() == "ENOMEM");
+    CHECK_THAT(unlimited.context(),
+               ContainsSubstring("reserving the exporter's range of 9223372036854775808 bytes (address space exhausted)"));
+  } catch (const std::bad_alloc&) {
+    bad_alloc_escaped = true;
+  }
+  CHECK_FALSE(bad_alloc_escaped);
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("an empty message is a protocol violation, not the peer closing; update() throws instead of stopping",
+          "[ipc][shared][hostile]") {
+  HostBackend host(cuvmm::test::small_host_options());
+  std::size_t const fd_baseline = open_fd_count();
+  Script const empty_after_hello = [](Channel& c) {
+    c.send(hello_of(max_bytes));
+    REQUIRE(::send(c.native_handle(), nullptr, 0, MSG_NOSIGNAL) == 0);  // a datagram of 0 bytes
+    (void)c.receive();  // stay connected until the importer hangs up
+  };
+  bool connected_after = true;
+  auto const error = importer_error(host, empty_after_hello, cuvmm::ipc::default_max_import_bytes,
+                                    [&](SharedBufferImporter& importer) {
+                                      // update() finds it once it has arrived: wait for that.
+                                      for (int i = 0; i < 200 && importer.connected(); ++i) {
+                                        try {
+                                          (void)importer.update();
+                                        } catch (...) {
+                                          connected_after = importer.connected();
+                                          throw;
+                                        }
+                                        std::this_thread::sleep_for(5ms);
+                                      }
+                                    });
+  CHECK(error.is(cuvmm::ErrorCode::protocol_violation));
+  CHECK(error.code_name() == "protocol violation");
+  CHECK_THAT(error.what(), ContainsSubstring("refused: an empty message (0 bytes, 0 descriptors)"));
+  CHECK_FALSE(connected_after);
   CHECK(host.live_counts() == LiveCounts{});
   CHECK(open_fd_count() == fd_baseline);
 }

@@ -36,6 +36,7 @@
 
 #include <cuvmm/address_range.hpp>
 #include <cuvmm/backend.hpp>
+#include <cuvmm/error.hpp>
 #include <cuvmm/growable_storage.hpp>
 #include <cuvmm/ipc/channel.hpp>
 #include <cuvmm/mapping.hpp>
@@ -75,6 +76,7 @@ class SharedBufferExporter {
   struct DroppedImporter {
     PeerCredentials peer;  ///< who it was
     std::string reason;    ///< the error that dropped it, e.g. a send that timed out
+    ErrorCode code = ErrorCode::unspecified;  ///< timed_out, peer_closed, ...; unspecified: a system error
   };
   /// The importers dropped since the last call, oldest first; forgets them.
   [[nodiscard]] std::vector<DroppedImporter> take_dropped_importers();
@@ -106,13 +108,22 @@ class SharedBufferExporter {
   std::size_t published_ = 0;  // bytes the importers were told hold data
 };
 
+/// The most address space an importer reserves for one exporter unless told otherwise: 1 TiB. A
+/// process has about 128 TiB (an H200's whole memory is 141 GB), so a few importers cannot be made
+/// to exhaust it by an exporter's claim.
+inline constexpr std::size_t default_max_import_bytes = std::size_t{1} << 40;
+
 class SharedBufferImporter {
  public:
   /// Connects to the exporter at `socket_path`, checks its credentials, reads its hello and reserves
   /// one address range of the exporter's maximum capacity. Chunks are mapped with `access` for
   /// `device` (the host backend ignores the device). Chunks are mapped by update() and wait_for_size().
+  /// Throws cuvmm::Error: ErrorCode::limit_exceeded (naming both sizes) when the exporter's range is
+  /// larger than `max_reservation_bytes`, protocol_violation for a bad hello, and an Error with the
+  /// system's code when the address space cannot be had; nothing is then reserved or kept.
   SharedBufferImporter(Backend& backend, const std::filesystem::path& socket_path, Access access = Access::read_write,
-                       PeerPolicy policy = {}, int device = 0);
+                       PeerPolicy policy = {}, int device = 0,
+                       std::size_t max_reservation_bytes = default_max_import_bytes);
   SharedBufferImporter(SharedBufferImporter&&) noexcept = default;
   SharedBufferImporter& operator=(SharedBufferImporter&&) noexcept = default;
   /// Unmaps and releases everything (in that order), then frees the range.
@@ -131,7 +142,8 @@ class SharedBufferImporter {
   [[nodiscard]] bool connected() const noexcept { return channel_.connected(); }
 
   /// Applies every message already waiting, without waiting; returns how many. An exporter that has
-  /// exited is not an error here: connected() turns false. A bad message throws cuvmm::Error.
+  /// exited is not an error here: connected() turns false. A bad message (an empty one included)
+  /// throws cuvmm::Error with ErrorCode::protocol_violation, and the importer stops listening.
   std::size_t update();
 
   /// Applies messages until size() >= bytes. Throws cuvmm::Error if the exporter closes, breaks the
