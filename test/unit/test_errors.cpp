@@ -1,5 +1,8 @@
 // The error hierarchy: what each type is, what its message says, and that copies share details.
+#include <bit>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -308,4 +311,61 @@ TEST_CASE("the errno values sockets and files return have their names", "[errors
     CHECK(error.code_name() == named.name);
   }
   CHECK(cuvmm::errno_name(4095) == "errno 4095");
+}
+
+// cuvmm::source_location has one layout whatever compiler includes the header (it is in the ABI:
+// ErrorDetails holds one, the throw helpers take one by value). Pinned here field by field.
+namespace {
+struct SourceLocationLayout {
+  const char* file;
+  const char* function;
+  std::uint_least32_t line;
+  std::uint_least32_t column;
+};
+}  // namespace
+static_assert(std::is_standard_layout_v<cuvmm::source_location>);
+static_assert(std::is_trivially_copyable_v<cuvmm::source_location>);
+static_assert(sizeof(cuvmm::source_location) == 2 * sizeof(void*) + 2 * sizeof(std::uint_least32_t));
+static_assert(sizeof(cuvmm::source_location) == sizeof(SourceLocationLayout));
+static_assert(alignof(cuvmm::source_location) == alignof(void*));
+static_assert(offsetof(SourceLocationLayout, line) == 2 * sizeof(void*));
+static_assert(offsetof(SourceLocationLayout, column) == 2 * sizeof(void*) + 4);
+static_assert(sizeof(std::uint_least32_t) == 4);
+#if defined(__cpp_lib_source_location)
+static_assert(!std::is_same_v<cuvmm::source_location, std::source_location>, "cuvmm's own type, never an alias");
+#endif
+
+TEST_CASE("source_location has the fixed layout file, function, line, column", "[errors][abi]") {
+  static constexpr char file[] = "a/b.cpp";
+  static constexpr char function[] = "f";
+  cuvmm::source_location const where(file, function, 77, 9);
+  auto const fields = std::bit_cast<SourceLocationLayout>(where);
+  CHECK(fields.file == file);
+  CHECK(fields.function == function);
+  CHECK(fields.line == 77);
+  CHECK(fields.column == 9);
+  auto const empty = std::bit_cast<SourceLocationLayout>(cuvmm::source_location{});
+  CHECK(std::string(empty.file).empty());
+  CHECK(empty.line == 0);
+}
+
+TEST_CASE("source_location::current() and a std::source_location give the caller's file, function, line and column",
+          "[errors][abi]") {
+  std::uint_least32_t const line = cuvmm::source_location::current().line() + 1;
+  cuvmm::source_location const here = cuvmm::source_location::current();
+  CHECK(here.line() == line);
+  CHECK(here.column() > 0);
+  CHECK_THAT(here.file_name(), ContainsSubstring("test_errors.cpp"));
+  CHECK_THAT(here.function_name(), ContainsSubstring("CATCH2_INTERNAL_TEST"));
+#if defined(__cpp_lib_source_location)
+  std::source_location const standard = std::source_location::current();
+  cuvmm::source_location const converted = standard;
+  CHECK(converted.line() == standard.line());
+  CHECK(converted.column() == standard.column());
+  CHECK(std::string(converted.file_name()) == standard.file_name());
+  CHECK(std::string(converted.function_name()) == standard.function_name());
+#endif
+  cuvmm::source_location const null_names(nullptr, nullptr, 3);
+  CHECK(std::string(null_names.file_name()).empty());  // never a null pointer to format
+  CHECK(std::string(null_names.function_name()).empty());
 }
