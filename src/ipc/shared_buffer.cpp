@@ -70,7 +70,7 @@ namespace {
 /// Why sending to one channel failed: what, and which kind of error (empty: it took every message).
 struct SendFailure {
   std::string reason;
-  ErrorCode code = ErrorCode::unspecified;  // timed_out, or the error a send threw (unspecified: not cuvmm's)
+  ErrorCode code = ErrorCode::unspecified;  // timed_out, peer_closed, or the code of the error a send threw
 };
 using Failure = std::optional<SendFailure>;
 
@@ -97,7 +97,11 @@ std::vector<Failure> send_to_all(const std::vector<Channel*>& to, const std::vec
           progress[i] = Clock::now();
         }
       } catch (const Error& error) {
-        failures[i] = SendFailure{error.what(), error.cuvmm_code()};
+        // A send that found the peer gone (EPIPE, ECONNRESET) closed the channel: the peer closed.
+        ErrorCode const code = error.cuvmm_code() == ErrorCode::unspecified && !channel.connected()
+                                   ? ErrorCode::peer_closed
+                                   : error.cuvmm_code();
+        failures[i] = SendFailure{error.what(), code};
         continue;
       } catch (const std::exception& error) {
         failures[i] = SendFailure{error.what()};

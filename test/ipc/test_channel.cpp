@@ -328,7 +328,7 @@ TEST_CASE("send to a peer that never reads throws 'timed out' after send_timeout
     auto const error = thrown_by<cuvmm::Error>([&] { client.send(Message{}); });
     auto const waited = std::chrono::steady_clock::now() - start;
     CHECK(waited >= std::chrono::milliseconds(100));
-    CHECK(waited < std::chrono::seconds(2));
+    CHECK(waited < std::chrono::seconds(5));
     CHECK(error.is(cuvmm::ErrorCode::timed_out));
     CHECK_THAT(error.what(), ContainsSubstring("took no message within 100 ms (PeerPolicy::send_timeout)"));
     CHECK(client.connected());  // nothing was sent: the channel is still in step

@@ -76,7 +76,7 @@ class SharedBufferExporter {
   struct DroppedImporter {
     PeerCredentials peer;  ///< who it was
     std::string reason;    ///< the error that dropped it, e.g. a send that timed out
-    ErrorCode code = ErrorCode::unspecified;  ///< timed_out, peer_closed, ...; unspecified: a system error
+    ErrorCode code = ErrorCode::unspecified;  ///< timed_out, peer_closed, ...; unspecified: another system error
   };
   /// The importers dropped since the last call, oldest first; forgets them.
   [[nodiscard]] std::vector<DroppedImporter> take_dropped_importers();
