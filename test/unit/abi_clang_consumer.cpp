@@ -1,13 +1,15 @@
 // A consumer of the installed headers compiled with a different compiler than the library (clang++
 // 14 with libstdc++ 12, which has no std::source_location, against the g++-built libcuvmm.so): it
 // catches errors thrown inside the library and reads their source locations, and throws through
-// a library function whose parameter is a cuvmm::source_location. Run by scripts/abi-check.sh.
+// a library function whose parameter is a cuvmm::source_location, and uses a container header
+// (HostGrowableBuffer) whose inline code calls into the library. Run by scripts/abi-check.sh.
 // Exit status 0: every field read back as the library wrote it.
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include <cuvmm/error.hpp>
+#include <cuvmm/growable_buffer.hpp>
 #include <cuvmm/host_backend.hpp>
 
 namespace {
@@ -69,6 +71,26 @@ int main() {
     expect(error.where().line() == line, "... and its line " + std::to_string(error.where().line()));
     expect(std::strstr(error.what(), ("abi_clang_consumer.cpp:" + std::to_string(line) + "]").c_str()) != nullptr,
            std::string("... and the library formats it: ") + error.what());
+  }
+  // 3. A container header: its inline code calls the library; growth past the range throws there.
+  {
+    cuvmm::HostBackend::Options options;
+    options.granularity = 64 * 1024;
+    cuvmm::HostBackend host(options);
+    cuvmm::GrowableOptions growable;
+    growable.max_capacity = 1 << 20;
+    cuvmm::HostGrowableBuffer<int> buffer(host, growable);
+    for (int i = 0; i < 1000; ++i) buffer.push_back(i);
+    expect(buffer.size() == 1000 && buffer.data()[999] == 999, "a HostGrowableBuffer<int> grows and holds its data");
+    try {
+      buffer.reserve(std::size_t{1} << 30);
+      expect(false, "reserve past the range threw");
+    } catch (const cuvmm::CapacityExceeded& error) {
+      expect(error.requested_bytes() == (std::size_t{1} << 30) * sizeof(int) && error.max_capacity_bytes() == (1u << 20),
+             "CapacityExceeded carries both sizes");
+      expect(ends_with(error.where().file_name(), "growable_storage.cpp"),
+             std::string("... and the library's file: ") + error.where().file_name());
+    }
   }
 #endif
   std::printf("%s\n", failures == 0 ? "abi: every field read back" : "abi: FAILED");
