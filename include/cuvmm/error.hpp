@@ -10,6 +10,11 @@
 //
 // Every type is cheap to copy (the details are shared and immutable), as exceptions must be.
 // `catch (const std::exception&)` catches all of them.
+//
+// Deciding by error: compare Error::cuvmm_code() with an ErrorCode (for ErrorDomain::cuvmm), or
+// domain() and code() (a CUresult, an errno, an MPI error class), never the English code_name().
+// Library code builds errors with the helpers at the end of this file (one per kind), not field by
+// field.
 #pragma once
 
 #include <cstddef>
@@ -24,16 +29,37 @@ namespace cuvmm {
 
 /// Where an error code came from.
 enum class ErrorDomain {
-  cuda,   ///< a CUresult from the driver
+  cuda,   ///< a CUresult from the driver (or a cudaError_t from the runtime)
   posix,  ///< an errno from the operating system
-  cuvmm,  ///< cuvmm's own check (invalid argument, capacity, injected fault); code is 0
+  cuvmm,  ///< cuvmm's own check: code is an ErrorCode
+  mpi,    ///< an MPI error code (libcuvmm_mpi)
 };
+
+/// The kinds of failure cuvmm itself detects (ErrorDomain::cuvmm): Error::code() holds one.
+/// The values are stable (they are part of the ABI); new kinds are added at the end.
+enum class ErrorCode : int {
+  unspecified = 0,         ///< a check that names its kind only in code_name (older call sites)
+  invalid_argument = 1,    ///< the caller passed something the call does not accept
+  out_of_memory = 2,       ///< a limit of physical memory was reached (thrown as OutOfMemory)
+  unsupported = 3,         ///< a capability is missing (thrown as Unsupported)
+  capacity_exceeded = 4,   ///< growth past a reserved address range (thrown as CapacityExceeded)
+  limit_exceeded = 5,      ///< a peer asked for more than a caller-set limit allows
+  protocol_violation = 6,  ///< a peer sent something the protocol does not allow
+  peer_closed = 7,         ///< the peer closed the connection (exited or was killed)
+  peer_refused = 8,        ///< the peer's credentials are not allowed by the policy
+  timed_out = 9,           ///< a bounded wait ran out
+  not_connected = 10,      ///< the channel was closed earlier (by either side, or after a failure)
+  injected_fault = 11,     ///< a FaultInjectingBackend failed the call on purpose
+};
+
+/// The name of `code` as format_error() prints it, e.g. "protocol violation".
+std::string_view to_string(ErrorCode code) noexcept;
 
 /// The details every cuvmm error carries.
 struct ErrorDetails {
   std::string call;       ///< the failing call, e.g. "cuMemCreate" or "memfd_create"
   ErrorDomain domain = ErrorDomain::cuvmm;
-  int code = 0;           ///< the CUresult or errno; 0 for ErrorDomain::cuvmm
+  int code = 0;           ///< the CUresult, errno or MPI code; an ErrorCode for ErrorDomain::cuvmm
   std::string code_name;  ///< e.g. "CUDA_ERROR_OUT_OF_MEMORY" or "ENOMEM"
   std::string code_text;  ///< the driver's or strerror's description
   std::string context;    ///< what cuvmm was doing, e.g. "creating a 2 MiB chunk on device 0"
@@ -56,6 +82,10 @@ class Error : public std::runtime_error {
   const std::string& context() const noexcept { return details_->context; }
   const cuvmm::source_location& where() const noexcept { return details_->where; }
   const ErrorDetails& details() const noexcept { return *details_; }
+  /// The ErrorCode for ErrorDomain::cuvmm; ErrorCode::unspecified for every other domain.
+  ErrorCode cuvmm_code() const noexcept;
+  /// Whether this is cuvmm's own error of kind `code`.
+  bool is(ErrorCode code) const noexcept { return cuvmm_code() == code; }
 
  protected:
   Error(ErrorDetails details, std::string message);
@@ -102,6 +132,8 @@ class OutOfMemory : public std::bad_alloc {
   const std::string& context() const noexcept { return state_->details.context; }
   const cuvmm::source_location& where() const noexcept { return state_->details.where; }
   const ErrorDetails& details() const noexcept { return state_->details; }
+  /// The ErrorCode for ErrorDomain::cuvmm; ErrorCode::unspecified for every other domain.
+  ErrorCode cuvmm_code() const noexcept;
 
  private:
   struct State {
@@ -111,12 +143,50 @@ class OutOfMemory : public std::bad_alloc {
   std::shared_ptr<const State> state_;
 };
 
-/// Throws cuvmm::Error for a failed cuvmm check (ErrorDomain::cuvmm), e.g. an invalid argument.
+// ---- building errors: one helper per kind ----------------------------------------------------
+
+/// Details of cuvmm's own check that failed: ErrorDomain::cuvmm, `code`, code_name to_string(code).
+ErrorDetails cuvmm_error_details(ErrorCode code, std::string_view call, std::string context,
+                                 cuvmm::source_location where = cuvmm::source_location::current());
+
+/// Details of a failure reported by another system (`domain` not cuvmm): its code, name and text.
+ErrorDetails foreign_error_details(ErrorDomain domain, int code, std::string code_name, std::string code_text,
+                                   std::string_view call, std::string context,
+                                   cuvmm::source_location where = cuvmm::source_location::current());
+
+/// Throws cuvmm's own error of kind `code` as its type: OutOfMemory for out_of_memory, Error for
+/// the rest (Unsupported and CapacityExceeded have their own helpers: they carry more).
+[[noreturn]] void throw_error(ErrorCode code, std::string_view call, std::string context,
+                              cuvmm::source_location where = cuvmm::source_location::current());
+
+/// Error, ErrorCode::invalid_argument: the caller passed something the call does not accept.
 [[noreturn]] void throw_invalid_argument(std::string_view call, std::string context,
                                          cuvmm::source_location where = cuvmm::source_location::current());
+/// Error, ErrorCode::protocol_violation: a peer broke the protocol (says what it sent).
+[[noreturn]] void throw_protocol_violation(std::string_view call, std::string context,
+                                           cuvmm::source_location where = cuvmm::source_location::current());
+/// Error, ErrorCode::peer_closed.
+[[noreturn]] void throw_peer_closed(std::string_view call, std::string context,
+                                    cuvmm::source_location where = cuvmm::source_location::current());
+/// Error, ErrorCode::timed_out.
+[[noreturn]] void throw_timed_out(std::string_view call, std::string context,
+                                  cuvmm::source_location where = cuvmm::source_location::current());
+/// Error, ErrorCode::limit_exceeded.
+[[noreturn]] void throw_limit_exceeded(std::string_view call, std::string context,
+                                       cuvmm::source_location where = cuvmm::source_location::current());
+/// OutOfMemory (ErrorDomain::cuvmm, ErrorCode::out_of_memory): a limit of cuvmm's own was reached.
+[[noreturn]] void throw_out_of_memory(std::string_view call, std::string context,
+                                      cuvmm::source_location where = cuvmm::source_location::current());
+/// Unsupported (ErrorCode::unsupported): `capability` is missing; `remedy` says what to do.
+[[noreturn]] void throw_unsupported_capability(std::string capability, std::string remedy, std::string_view call,
+                                    std::string context,
+                                    cuvmm::source_location where = cuvmm::source_location::current());
 
 /// Throws for a failed system call: OutOfMemory for ENOMEM/ENOSPC, otherwise Error.
 [[noreturn]] void throw_errno(std::string_view call, int error_number, std::string context = {},
                               cuvmm::source_location where = cuvmm::source_location::current());
+
+/// The symbolic name of an errno value ("EPIPE"), or "errno N" for one cuvmm does not name.
+std::string errno_name(int error_number);
 
 }  // namespace cuvmm

@@ -1,5 +1,11 @@
-// The error types: formatting and construction. No driver calls here: the driver layer fills in
-// a CUresult's name and text before it throws.
+// The error types: formatting, construction, and one helper per kind of error.
+//
+// Owns nothing beyond the shared, immutable details each exception points to.
+// Invariants: an error of ErrorDomain::cuvmm has an ErrorCode in `code` and to_string(code) as its
+// code_name when a helper built it; OutOfMemory is thrown for ENOMEM/ENOSPC and
+// ErrorCode::out_of_memory, never Error.
+// Never does: call the driver (the driver layer fills in a CUresult's name and text before it
+// throws) or MPI (libcuvmm_mpi passes its code's name and text to foreign_error_details).
 #include <cuvmm/error.hpp>
 
 #include <cerrno>
@@ -9,8 +15,17 @@
 namespace cuvmm {
 namespace {
 
+std::string strerror_text(int error_number) {
+  char buffer[256] = {};
+  // GNU strerror_r returns the message (possibly not in buffer).
+  return ::strerror_r(error_number, buffer, sizeof buffer);
+}
+
+}  // namespace
+
 std::string errno_name(int error_number) {
   switch (error_number) {
+    // memory and files
     case ENOMEM: return "ENOMEM";
     case ENOSPC: return "ENOSPC";
     case EINVAL: return "EINVAL";
@@ -19,24 +34,94 @@ std::string errno_name(int error_number) {
     case EACCES: return "EACCES";
     case EEXIST: return "EEXIST";
     case ENOENT: return "ENOENT";
+    case ENOTDIR: return "ENOTDIR";
+    case ENAMETOOLONG: return "ENAMETOOLONG";
+    case ELOOP: return "ELOOP";
+    case EROFS: return "EROFS";
     case EMFILE: return "EMFILE";
     case ENFILE: return "ENFILE";
+    case ENODEV: return "ENODEV";
     case ENOSYS: return "ENOSYS";
     case EOVERFLOW: return "EOVERFLOW";
-    case EAGAIN: return "EAGAIN";
+    case EFBIG: return "EFBIG";
+    case ETXTBSY: return "ETXTBSY";
+    case EBUSY: return "EBUSY";
+    case EAGAIN: return "EAGAIN";  // also EWOULDBLOCK on Linux
     case EINTR: return "EINTR";
     case EFAULT: return "EFAULT";
+    case EIO: return "EIO";
+    // sockets (the IPC channel)
+    case EPIPE: return "EPIPE";
+    case ECONNRESET: return "ECONNRESET";
+    case ECONNREFUSED: return "ECONNREFUSED";
+    case ECONNABORTED: return "ECONNABORTED";
+    case ENOTCONN: return "ENOTCONN";
+    case EISCONN: return "EISCONN";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case ETOOMANYREFS: return "ETOOMANYREFS";
+    case EMSGSIZE: return "EMSGSIZE";
+    case ENOBUFS: return "ENOBUFS";
+    case ENOTSOCK: return "ENOTSOCK";
+    case EADDRINUSE: return "EADDRINUSE";
+    case EAFNOSUPPORT: return "EAFNOSUPPORT";
+    case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
+    case EPROTO: return "EPROTO";
+    case EOPNOTSUPP: return "EOPNOTSUPP";  // also ENOTSUP on Linux
     default: return "errno " + std::to_string(error_number);
   }
 }
 
-std::string strerror_text(int error_number) {
-  char buffer[256] = {};
-  // GNU strerror_r returns the message (possibly not in buffer).
-  return ::strerror_r(error_number, buffer, sizeof buffer);
+std::string_view to_string(ErrorCode code) noexcept {
+  switch (code) {
+    case ErrorCode::unspecified: return "unspecified";
+    case ErrorCode::invalid_argument: return "invalid argument";
+    case ErrorCode::out_of_memory: return "out of memory";
+    case ErrorCode::unsupported: return "unsupported";
+    case ErrorCode::capacity_exceeded: return "capacity exceeded";
+    case ErrorCode::limit_exceeded: return "limit exceeded";
+    case ErrorCode::protocol_violation: return "protocol violation";
+    case ErrorCode::peer_closed: return "peer closed";
+    case ErrorCode::peer_refused: return "peer refused";
+    case ErrorCode::timed_out: return "timed out";
+    case ErrorCode::not_connected: return "not connected";
+    case ErrorCode::injected_fault: return "injected fault";
+  }
+  return "unknown error code";
 }
 
+namespace {
+ErrorCode code_of(const ErrorDetails& d) noexcept {
+  return d.domain == ErrorDomain::cuvmm ? static_cast<ErrorCode>(d.code) : ErrorCode::unspecified;
+}
 }  // namespace
+
+ErrorCode Error::cuvmm_code() const noexcept { return code_of(*details_); }
+ErrorCode OutOfMemory::cuvmm_code() const noexcept { return code_of(state_->details); }
+
+ErrorDetails cuvmm_error_details(ErrorCode code, std::string_view call, std::string context,
+                                 cuvmm::source_location where) {
+  ErrorDetails d;
+  d.call = std::string(call);
+  d.domain = ErrorDomain::cuvmm;
+  d.code = static_cast<int>(code);
+  d.code_name = std::string(to_string(code));
+  d.context = std::move(context);
+  d.where = where;
+  return d;
+}
+
+ErrorDetails foreign_error_details(ErrorDomain domain, int code, std::string code_name, std::string code_text,
+                                   std::string_view call, std::string context, cuvmm::source_location where) {
+  ErrorDetails d;
+  d.call = std::string(call);
+  d.domain = domain;
+  d.code = code;
+  d.code_name = std::move(code_name);
+  d.code_text = std::move(code_text);
+  d.context = std::move(context);
+  d.where = where;
+  return d;
+}
 
 std::string format_error(const ErrorDetails& d) {
   std::string message = d.call.empty() ? std::string("cuvmm") : d.call;
@@ -88,14 +173,10 @@ Unsupported::Unsupported(std::string capability, std::string remedy, ErrorDetail
 
 namespace {
 ErrorDetails capacity_details(std::size_t requested, std::size_t max_capacity, cuvmm::source_location where) {
-  ErrorDetails d;
-  d.call = "grow";
-  d.domain = ErrorDomain::cuvmm;
-  d.code_name = "capacity exceeded";
-  d.context = "requested " + std::to_string(requested) + " bytes, but the reserved address range holds " +
-              std::to_string(max_capacity) + " bytes; data never moves, so reserve more up front";
-  d.where = where;
-  return d;
+  return cuvmm_error_details(ErrorCode::capacity_exceeded, "grow",
+                             "requested " + std::to_string(requested) + " bytes, but the reserved address range holds " +
+                                 std::to_string(max_capacity) + " bytes; data never moves, so reserve more up front",
+                             where);
 }
 }  // namespace
 
@@ -112,25 +193,45 @@ OutOfMemory::OutOfMemory(ErrorDetails details) {
 
 const char* OutOfMemory::what() const noexcept { return state_->message.c_str(); }
 
-void throw_invalid_argument(std::string_view call, std::string context, cuvmm::source_location where) {
-  ErrorDetails d;
-  d.call = std::string(call);
-  d.domain = ErrorDomain::cuvmm;
-  d.code_name = "invalid argument";
-  d.context = std::move(context);
-  d.where = where;
+void throw_error(ErrorCode code, std::string_view call, std::string context, cuvmm::source_location where) {
+  ErrorDetails d = cuvmm_error_details(code, call, std::move(context), where);
+  if (code == ErrorCode::out_of_memory) throw OutOfMemory(std::move(d));
   throw Error(std::move(d));
 }
 
+void throw_invalid_argument(std::string_view call, std::string context, cuvmm::source_location where) {
+  throw_error(ErrorCode::invalid_argument, call, std::move(context), where);
+}
+
+void throw_protocol_violation(std::string_view call, std::string context, cuvmm::source_location where) {
+  throw_error(ErrorCode::protocol_violation, call, std::move(context), where);
+}
+
+void throw_peer_closed(std::string_view call, std::string context, cuvmm::source_location where) {
+  throw_error(ErrorCode::peer_closed, call, std::move(context), where);
+}
+
+void throw_timed_out(std::string_view call, std::string context, cuvmm::source_location where) {
+  throw_error(ErrorCode::timed_out, call, std::move(context), where);
+}
+
+void throw_limit_exceeded(std::string_view call, std::string context, cuvmm::source_location where) {
+  throw_error(ErrorCode::limit_exceeded, call, std::move(context), where);
+}
+
+void throw_out_of_memory(std::string_view call, std::string context, cuvmm::source_location where) {
+  throw_error(ErrorCode::out_of_memory, call, std::move(context), where);
+}
+
+void throw_unsupported_capability(std::string capability, std::string remedy, std::string_view call, std::string context,
+                       cuvmm::source_location where) {
+  throw Unsupported(std::move(capability), std::move(remedy),
+                    cuvmm_error_details(ErrorCode::unsupported, call, std::move(context), where));
+}
+
 void throw_errno(std::string_view call, int error_number, std::string context, cuvmm::source_location where) {
-  ErrorDetails d;
-  d.call = std::string(call);
-  d.domain = ErrorDomain::posix;
-  d.code = error_number;
-  d.code_name = errno_name(error_number);
-  d.code_text = strerror_text(error_number);
-  d.context = std::move(context);
-  d.where = where;
+  ErrorDetails d = foreign_error_details(ErrorDomain::posix, error_number, errno_name(error_number),
+                                         strerror_text(error_number), call, std::move(context), where);
   if (error_number == ENOMEM || error_number == ENOSPC) throw OutOfMemory(std::move(d));
   throw Error(std::move(d));
 }

@@ -1,3 +1,6 @@
+// check_runtime: a failed CUDA runtime call as cuvmm's typed error (see runtime_check.hpp).
+// Owns nothing. Invariant: cudaErrorMemoryAllocation is OutOfMemory, every other failure Error of
+// ErrorDomain::cuda. Never does: throw for cudaSuccess.
 #include "errors/runtime_check.hpp"
 
 #include <cuvmm/error.hpp>
@@ -6,14 +9,8 @@ namespace cuvmm::detail {
 
 void check_runtime(cudaError_t status, const char* call, std::string context, cuvmm::source_location where) {
   if (status == cudaSuccess) return;
-  ErrorDetails d;
-  d.call = call;
-  d.domain = ErrorDomain::cuda;
-  d.code = static_cast<int>(status);
-  d.code_name = cudaGetErrorName(status);
-  d.code_text = cudaGetErrorString(status);
-  d.context = std::move(context);
-  d.where = where;
+  ErrorDetails d = foreign_error_details(ErrorDomain::cuda, static_cast<int>(status), cudaGetErrorName(status),
+                                         cudaGetErrorString(status), call, std::move(context), where);
   if (status == cudaErrorMemoryAllocation) throw OutOfMemory(std::move(d));
   throw Error(std::move(d));
 }

@@ -5,8 +5,9 @@
 // Invariants: a Channel exists only once its peer's credentials passed the policy; every fd that
 // arrives is owned by a UniqueFd before any check can throw; a message is exactly
 // wire_message_bytes (SOCK_SEQPACKET delivers it whole: MSG_TRUNC reveals anything longer).
-// Never does: block without a bound (poll with the policy's timeout first), raise SIGPIPE, or
-// keep a connection whose peer was refused.
+// Never does: block without a bound (receives poll with the policy's timeout first; sends are
+// non-blocking and wait in poll up to send_timeout), raise SIGPIPE, or keep a connection whose
+// peer was refused.
 #include <cuvmm/ipc/channel.hpp>
 
 #include <poll.h>
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -69,6 +71,16 @@ bool wait_readable(int socket, int timeout, std::string_view what) {
   }
 }
 
+/// Whether the peer of `socket` has closed its end (nothing more will arrive after what is queued).
+bool peer_hung_up(int socket) {
+  pollfd entry{socket, POLLRDHUP, 0};
+  int ready = 0;
+  do {
+    ready = ::poll(&entry, 1, 0);
+  } while (ready < 0 && errno == EINTR);
+  return ready > 0 && (entry.revents & (POLLRDHUP | POLLHUP)) != 0;
+}
+
 std::filesystem::path default_parent() {
   if (char const* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime == '/') {
     struct stat status {};
@@ -92,12 +104,9 @@ Channel::Channel(UniqueFd socket, PeerPolicy policy) : policy_(std::move(policy)
     throw_errno("getsockopt(SO_PEERCRED)", errno, "reading the peer's credentials");
   peer_ = PeerCredentials{credentials.pid, credentials.uid, credentials.gid};
   if (!policy_.allows(peer_.uid)) {
-    ErrorDetails details;
-    details.call = "SO_PEERCRED";
-    details.code_name = "peer refused";
-    details.context = "the peer is " + credentials_text(peer_) + ", but the policy allows " + allowed_text(policy_) +
-                      "; the connection was closed";
-    throw Error(std::move(details));  // `socket` closes here
+    throw_error(ErrorCode::peer_refused, "SO_PEERCRED",  // `socket` closes here
+                "the peer is " + credentials_text(peer_) + ", but the policy allows " + allowed_text(policy_) +
+                    "; the connection was closed");
   }
   socket_ = std::move(socket);
 }
@@ -115,9 +124,19 @@ Channel Channel::connect(const std::filesystem::path& socket_path, PeerPolicy po
   return Channel(std::move(socket), std::move(policy));
 }
 
-void Channel::send(const Message& message, int fd) {
+namespace {
+
+/// Milliseconds left until `deadline` (0 when it passed), for poll().
+int milliseconds_until(std::chrono::steady_clock::time_point deadline) {
+  auto const left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, INT32_MAX));
+}
+
+}  // namespace
+
+bool Channel::try_send(const Message& message, int fd) {
   constexpr std::string_view call = "cuvmm::ipc::Channel::send";
-  if (!socket_) throw_invalid_argument(call, "the channel is not connected");
+  if (!socket_) throw_error(ErrorCode::not_connected, call, "the channel is closed");
   bool const needs_fd = message.handle_type == HandleType::posix_fd;
   if (needs_fd != (fd >= 0))
     throw_invalid_argument(call, needs_fd ? "a posix_fd chunk message needs its fd" : "an fd was given with a message that carries none");
@@ -138,28 +157,45 @@ void Channel::send(const Message& message, int fd) {
   }
   ssize_t sent = 0;
   do {
-    sent = ::sendmsg(socket_.get(), &header, MSG_NOSIGNAL);
+    sent = ::sendmsg(socket_.get(), &header, MSG_NOSIGNAL | MSG_DONTWAIT);
   } while (sent < 0 && errno == EINTR);
-  std::string const what = "sending a " + std::string(to_string(message.kind)) + " message to " + credentials_text(peer_);
-  if (sent < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+  if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;  // the peer's queue is full
+  if (sent < 0) {
     int const error = errno;
-    socket_.reset();
-    throw_errno("sendmsg", error, what + ": the peer closed the connection");
+    std::string const what = "sending a " + std::string(to_string(message.kind)) + " message to " + credentials_text(peer_);
+    if (error == EPIPE || error == ECONNRESET) {
+      socket_.reset();
+      throw_errno("sendmsg", error, what + ": the peer closed the connection");
+    }
+    throw_errno("sendmsg", error, what);
   }
-  if (sent < 0) throw_errno("sendmsg", errno, what);
-  if (static_cast<std::size_t>(sent) != bytes.size())
-    throw_invalid_argument(call, what + ": only " + std::to_string(sent) + " bytes were sent");
+  if (static_cast<std::size_t>(sent) != bytes.size())  // SOCK_SEQPACKET sends a message whole or not at all
+    throw_invalid_argument(call, "only " + std::to_string(sent) + " bytes of a message were sent");
+  return true;
+}
+
+void Channel::send(const Message& message, int fd) {
+  auto const deadline = std::chrono::steady_clock::now() + policy_.send_timeout;
+  while (!try_send(message, fd)) {
+    // POLLOUT comes once the peer has read some of its queue; poll again at least every 10 ms,
+    // since a unix socket reports room later than a send could use it.
+    pollfd entry{socket_.get(), POLLOUT, 0};
+    int const wait = std::min(milliseconds_until(deadline), 10);
+    if (wait == 0) {
+      throw_timed_out("cuvmm::ipc::Channel::send", "the peer " + credentials_text(peer_) + " took no message within " +
+                                                       std::to_string(policy_.send_timeout.count()) +
+                                                       " ms (PeerPolicy::send_timeout): it is not reading; nothing was sent");
+    }
+    if (::poll(&entry, 1, wait) < 0 && errno != EINTR) throw_errno("poll", errno, "waiting to send to " + credentials_text(peer_));
+  }
 }
 
 Received Channel::receive() {
   std::optional<Received> received = receive_within(timeout_ms(policy_));
   if (!received) {
-    ErrorDetails details;
-    details.call = "cuvmm::ipc::Channel::receive";
-    details.code_name = "timed out";
-    details.context = "no message from " + credentials_text(peer_) + " within " +
-                      std::to_string(policy_.timeout.count()) + " ms (PeerPolicy::timeout)";
-    throw Error(std::move(details));
+    throw_timed_out("cuvmm::ipc::Channel::receive", "no message from " + credentials_text(peer_) + " within " +
+                                                        std::to_string(policy_.timeout.count()) +
+                                                        " ms (PeerPolicy::timeout)");
   }
   return std::move(*received);
 }
@@ -168,7 +204,7 @@ std::optional<Received> Channel::try_receive() { return receive_within(0); }
 
 std::optional<Received> Channel::receive_within(int timeout) {
   constexpr std::string_view call = "cuvmm::ipc::Channel::receive";
-  if (!socket_) throw_invalid_argument(call, "the channel is not connected");
+  if (!socket_) throw_error(ErrorCode::not_connected, call, "the channel is closed");
   std::string const source = "socket peer " + credentials_text(peer_);
   if (!wait_readable(socket_.get(), timeout, "waiting for a message from " + source)) return std::nullopt;
 
@@ -200,16 +236,16 @@ std::optional<Received> Channel::receive_within(int timeout) {
   }
   auto const refuse = [&](std::string what) {
     socket_.reset();  // a peer that breaks the protocol is not listened to again
-    throw_invalid_argument(call, "message from " + source + " refused: " + what + "; the connection was closed");
+    throw_protocol_violation(call, "message from " + source + " refused: " + what + "; the connection was closed");
   };
-  if (length == 0) {
+  if (length == 0 && fds.empty() && peer_hung_up(socket_.get())) {
+    // recvmsg returns 0 both at the end of the connection and for an empty message; the end is
+    // when nothing arrived and the peer has hung up. (An empty message sent just before hanging up
+    // reads as the end too: the peer is gone either way.)
     socket_.reset();
-    ErrorDetails details;
-    details.call = std::string(call);
-    details.code_name = "peer closed";
-    details.context = "the peer " + credentials_text(peer_) + " closed the connection (it exited or was killed)";
-    throw Error(std::move(details));
+    throw_peer_closed(call, "the peer " + credentials_text(peer_) + " closed the connection (it exited or was killed)");
   }
+  if (length == 0) refuse("an empty message (0 bytes, " + std::to_string(fds.size()) + " descriptors)");
   if ((header.msg_flags & MSG_CTRUNC) != 0)
     refuse("more than " + std::to_string(max_received_fds) + " descriptors came with it");
   if (static_cast<std::size_t>(length) > bytes.size())  // MSG_TRUNC: the length it really had
@@ -284,12 +320,9 @@ void Listener::remove() noexcept {
 Channel Listener::accept() {
   if (!socket_) throw_invalid_argument("cuvmm::ipc::Listener::accept", "the listener was moved from");
   if (!wait_readable(socket_.get(), timeout_ms(policy_), "waiting for a peer at " + socket_path_.string())) {
-    ErrorDetails details;
-    details.call = "cuvmm::ipc::Listener::accept";
-    details.code_name = "timed out";
-    details.context = "no peer connected to " + socket_path_.string() + " within " +
-                      std::to_string(policy_.timeout.count()) + " ms (PeerPolicy::timeout)";
-    throw Error(std::move(details));
+    throw_timed_out("cuvmm::ipc::Listener::accept", "no peer connected to " + socket_path_.string() + " within " +
+                                                        std::to_string(policy_.timeout.count()) +
+                                                        " ms (PeerPolicy::timeout)");
   }
   int fd = -1;
   do {

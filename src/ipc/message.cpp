@@ -102,7 +102,7 @@ WireBytes encode(const Message& message) {
 
 Message decode(std::span<const std::byte> bytes, std::string_view source) {
   auto const refuse = [&](std::string what) {
-    throw_invalid_argument("cuvmm::ipc::decode", "message from " + std::string(source) + " refused: " + what);
+    throw_protocol_violation("cuvmm::ipc::decode", "message from " + std::string(source) + " refused: " + what);
   };
   if (bytes.size() < wire_message_bytes)
     refuse("truncated: " + std::to_string(bytes.size()) + " bytes, a message has " + std::to_string(wire_message_bytes));

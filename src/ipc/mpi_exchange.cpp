@@ -19,13 +19,10 @@ void check_mpi(int result, std::string_view call, std::string context) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   MPI_Error_string(result, text, &length);
-  ErrorDetails details;
-  details.call = std::string(call);
-  details.code = result;
-  details.code_name = "MPI error " + std::to_string(result);
-  details.code_text = std::string(text, static_cast<std::size_t>(length));
-  details.context = std::move(context);
-  throw Error(std::move(details));
+  int error_class = result;
+  if (MPI_Error_class(result, &error_class) != MPI_SUCCESS) error_class = result;
+  throw Error(foreign_error_details(ErrorDomain::mpi, result, "MPI error class " + std::to_string(error_class),
+                                    std::string(text, static_cast<std::size_t>(length)), call, std::move(context)));
 }
 
 }  // namespace
@@ -60,11 +57,11 @@ MpiChunk mpi_receive_chunk(Backend& backend, int source, int tag, MPI_Comm comm)
   Message const message = mpi_receive(source, tag, comm, &received.sender);
   std::string const from = "MPI rank " + std::to_string(received.sender);
   if (message.kind != MessageKind::chunk)
-    throw_invalid_argument("cuvmm::ipc::mpi_receive_chunk",
-                           "a " + std::string(to_string(message.kind)) + " message from " + from + ", not a chunk");
+    throw_protocol_violation("cuvmm::ipc::mpi_receive_chunk",
+                             "a " + std::string(to_string(message.kind)) + " message from " + from + ", not a chunk");
   if (message.handle_type != HandleType::fabric)
-    throw_invalid_argument("cuvmm::ipc::mpi_receive_chunk",
-                           "a chunk from " + from + " without a fabric handle (over MPI chunks travel as fabric handles)");
+    throw_protocol_violation("cuvmm::ipc::mpi_receive_chunk",
+                             "a chunk from " + from + " without a fabric handle (over MPI chunks travel as fabric handles)");
   received.chunk = PhysicalChunk::import_fabric(backend, message.handle, message.size);
   received.offset = message.offset;
   received.generation = message.generation;

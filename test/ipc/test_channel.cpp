@@ -90,6 +90,7 @@ std::string refusal_of(Listener& listener, const void* bytes, std::size_t length
   Channel channel = listener.accept();
   send_raw(raw.get(), bytes, length, fds);
   auto const error = thrown_by<cuvmm::Error>([&] { (void)channel.receive(); });
+  CHECK(error.is(cuvmm::ErrorCode::protocol_violation));
   CHECK_FALSE(channel.connected());  // a peer that broke the protocol is cut off
   return error.what();
 }
@@ -133,6 +134,8 @@ TEST_CASE("decode refuses truncated, oversized and forged bytes, naming what is 
   longer.push_back(std::byte{0});
   CHECK_THAT(refusal(longer), ContainsSubstring("oversized: 97 bytes"));
   CHECK_THAT(forged(0, std::byte{'X'}), ContainsSubstring("bad magic") && ContainsSubstring("from a test"));
+  CHECK(thrown_by<cuvmm::Error>([&] { (void)cuvmm::ipc::decode(std::span(good).first(3), "a test"); })
+            .is(cuvmm::ErrorCode::protocol_violation));
   CHECK_THAT(forged(4, std::byte{2}), ContainsSubstring("protocol version 2, this process speaks version 1"));
   CHECK_THAT(forged(6, std::byte{9}), ContainsSubstring("unknown message kind 9"));
   CHECK_THAT(forged(7, std::byte{4}), ContainsSubstring("unknown handle type 4"));
@@ -230,6 +233,7 @@ TEST_CASE("a peer whose uid the policy does not allow is refused at either end",
       Channel client = Channel::connect(listener.socket_path(), quick_policy());
       auto const error = thrown_by<cuvmm::Error>([&] { (void)listener.accept(); });
       CHECK(error.call() == "SO_PEERCRED");
+      CHECK(error.is(cuvmm::ErrorCode::peer_refused));
       CHECK_THAT(error.what(), ContainsSubstring("the peer is uid " + std::to_string(::geteuid())) &&
                                    ContainsSubstring("the allow-list " + std::to_string(::geteuid() + 1)) &&
                                    ContainsSubstring("connection was closed"));
@@ -258,6 +262,8 @@ TEST_CASE("hostile raw peers are refused with a clear error, cut off, and leak n
   forged[4] = std::byte{7};
 
   CHECK_THAT(refusal_of(listener, chunk.data(), 40, {memfd.get()}), ContainsSubstring("truncated: 40 bytes"));
+  CHECK_THAT(refusal_of(listener, chunk.data(), 0, {}), ContainsSubstring("refused: an empty message (0 bytes, 0 descriptors)"));
+  CHECK_THAT(refusal_of(listener, chunk.data(), 0, {memfd.get()}), ContainsSubstring("an empty message (0 bytes, 1 descriptors)"));
   CHECK_THAT(refusal_of(listener, oversized.data(), oversized.size(), {memfd.get()}),
              ContainsSubstring("oversized: 200 bytes"));
   CHECK_THAT(refusal_of(listener, forged.data(), forged.size(), {memfd.get()}), ContainsSubstring("protocol version 7"));
@@ -282,13 +288,13 @@ TEST_CASE("receive reports a peer that closed the connection, and a peer that se
     Channel client = Channel::connect(listener.socket_path(), impatient);
     Channel server = listener.accept();
     auto const timeout = thrown_by<cuvmm::Error>([&] { (void)server.receive(); });
-    CHECK(timeout.code_name() == "timed out");
+    CHECK(timeout.is(cuvmm::ErrorCode::timed_out));
     CHECK_THAT(timeout.what(), ContainsSubstring("within 50 ms"));
     CHECK(server.connected());  // waiting longer is allowed
 
     client.close();
     auto const closed = thrown_by<cuvmm::Error>([&] { (void)server.receive(); });
-    CHECK(closed.code_name() == "peer closed");
+    CHECK(closed.is(cuvmm::ErrorCode::peer_closed));
     CHECK_FALSE(server.connected());
     // Sending to a peer that has gone throws (no SIGPIPE kills the process).
     Channel other = Channel::connect(listener.socket_path(), impatient);
@@ -300,7 +306,35 @@ TEST_CASE("receive reports a peer that closed the connection, and a peer that se
     CHECK_THAT(gone.what(), ContainsSubstring("sendmsg"));
 
     auto const no_peer = thrown_by<cuvmm::Error>([&] { (void)listener.accept(); });
-    CHECK(no_peer.code_name() == "timed out");
+    CHECK(no_peer.is(cuvmm::ErrorCode::timed_out));
+  }
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("send to a peer that never reads throws 'timed out' after send_timeout; try_send says no at once",
+          "[ipc][channel]") {
+  std::size_t const fd_baseline = open_fd_count();
+  {
+    PeerPolicy policy = quick_policy();
+    policy.send_timeout = std::chrono::milliseconds(100);
+    Listener listener(policy);
+    Channel client = Channel::connect(listener.socket_path(), policy);
+    Channel server = listener.accept();  // never reads
+    std::size_t sent = 0;
+    while (client.try_send(cuvmm::ipc::size_message(sent, 0))) ++sent;
+    CHECK(sent > 10);  // the socket buffer took some, then had no room
+    CHECK_FALSE(client.try_send(Message{}));
+    auto const start = std::chrono::steady_clock::now();
+    auto const error = thrown_by<cuvmm::Error>([&] { client.send(Message{}); });
+    auto const waited = std::chrono::steady_clock::now() - start;
+    CHECK(waited >= std::chrono::milliseconds(100));
+    CHECK(waited < std::chrono::seconds(5));
+    CHECK(error.is(cuvmm::ErrorCode::timed_out));
+    CHECK_THAT(error.what(), ContainsSubstring("took no message within 100 ms (PeerPolicy::send_timeout)"));
+    CHECK(client.connected());  // nothing was sent: the channel is still in step
+    // The peer reads one message: there is room again, and what it reads is the first one sent.
+    CHECK(server.receive().message == cuvmm::ipc::size_message(0, 0));
+    client.send(cuvmm::ipc::size_message(sent, 0));
   }
   CHECK(open_fd_count() == fd_baseline);
 }

@@ -4,6 +4,7 @@
 // mid-transfer leaves a clear error; and fake exporters (in this process) that lie about offsets,
 // sizes, generations or send the wrong kind of fd are refused, leaking nothing.
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <csignal>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <optional>
 #include <string>
 #include <thread>
@@ -30,6 +32,7 @@
 #include "observables.hpp"
 
 using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
 using cuvmm::Access;
 using cuvmm::HandleType;
 using cuvmm::HostBackend;
@@ -199,7 +202,7 @@ TEST_CASE("an exporter killed mid-transfer leaves the importer a clear error, th
     INFO("exporter output:\n" << run.output);
     CHECK(run.signal == SIGKILL);
     auto const error = thrown_by<cuvmm::Error>([&] { importer.wait_for_size(steps[1]); });
-    CHECK(error.code_name() == "peer closed");
+    CHECK(error.is(cuvmm::ErrorCode::peer_closed));
     CHECK_THAT(error.what(), ContainsSubstring("closed the connection (it exited or was killed)"));
     CHECK_FALSE(importer.connected());
     CHECK(importer.size() == steps[0]);
@@ -390,6 +393,10 @@ TEST_CASE("importers that join late get every chunk so far; one that leaves is d
     exporter.reserve(steps[3]);
     exporter.publish(steps[2]);
     CHECK(exporter.importer_count() == 1);
+    std::vector<SharedBufferExporter::DroppedImporter> const dropped = exporter.take_dropped_importers();
+    REQUIRE(dropped.size() == 1);
+    CHECK(dropped[0].code == cuvmm::ErrorCode::peer_closed);
+    CHECK_THAT(dropped[0].reason, ContainsSubstring("sendmsg failed: EPIPE") || ContainsSubstring("sendmsg failed: ECONNRESET"));
     early.wait_for_size(steps[2]);
     CHECK(early.capacity() == exporter.capacity());
     std::memcpy(reinterpret_cast<void*>(exporter.data() + steps[1]), data.data() + steps[1], steps[2] - steps[1]);
@@ -500,4 +507,299 @@ TEST_CASE("an importer whose backend fails at any call keeps what it had mapped 
     if (!faulty.fired()) break;
   }
   CHECK(k > 4);  // at least import, chunk_info, map and set_access of the first chunk were failed
+}
+
+// ---- importers that read slowly or not at all --------------------------------------------------
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t many = 600;  // more messages than a unix socket's buffer holds (~275)
+
+PeerPolicy impatient_policy() {
+  PeerPolicy policy = quick_policy();
+  policy.send_timeout = 1000ms;  // long enough that a reading thread is never starved that long, even under load
+  return policy;
+}
+
+/// One chunk per granule, so reserve(n * G) announces n chunks.
+cuvmm::GrowableOptions granule_chunks() {
+  cuvmm::GrowableOptions options;
+  options.max_capacity = 1024 * G;
+  options.max_chunk_bytes = G;
+  return options;
+}
+
+/// Runs `work` on a thread and waits up to `guard` for it. If it is still running then, calls
+/// `unblock` (which must make it return) and reports the hang: the test fails instead of hanging.
+/// Returns how long `work` took, or nothing if it hung.
+std::optional<Clock::duration> bounded_run(const std::function<void()>& work, std::chrono::seconds guard,
+                                           const std::function<void()>& unblock) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  Clock::time_point const start = Clock::now();
+  std::jthread worker([&] {
+    try {
+      work();
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  });
+  if (finished.wait_for(guard) != std::future_status::ready) {
+    unblock();
+    worker.join();
+    return std::nullopt;
+  }
+  Clock::duration const took = Clock::now() - start;
+  finished.get();  // rethrows what `work` threw
+  return took;
+}
+
+/// Reads every message `channel` gets, until `count` arrived or the channel fails.
+struct MessageCollector {
+  std::vector<Message> messages;
+  std::size_t fds = 0;
+  std::string stopped_by;
+  void run(Channel& channel, std::size_t count, std::chrono::milliseconds pause) {
+    try {
+      while (messages.size() < count) {
+        cuvmm::ipc::Received const received = channel.receive();
+        messages.push_back(received.message);
+        if (received.fd.valid()) ++fds;
+        if (pause.count() > 0) std::this_thread::sleep_for(pause);
+      }
+    } catch (const std::exception& error) {
+      stopped_by = error.what();
+    }
+  }
+};
+
+/// The messages an importer that joined an empty exporter gets for reserve(many * G) and then
+/// publish(1), publish(2), ... publish(many).
+std::vector<Message> expected_stream() {
+  std::vector<Message> expected{cuvmm::ipc::hello_message(1024 * G, 0), cuvmm::ipc::size_message(0, 0)};
+  for (std::size_t i = 0; i < many; ++i) expected.push_back(chunk_at(i * G, G, i));
+  for (std::size_t i = 1; i <= many; ++i) expected.push_back(cuvmm::ipc::size_message(i, many));
+  return expected;
+}
+
+void grow_and_publish_many(SharedBufferExporter& exporter) {
+  exporter.reserve(many * G);
+  for (std::size_t i = 1; i <= many; ++i) exporter.publish(i);
+}
+
+}  // namespace
+
+TEST_CASE("an importer that never reads is dropped after send_timeout: reserve and publish return, the others get "
+          "every message in order",
+          "[ipc][shared][hang]") {
+  std::size_t const fd_baseline = open_fd_count();
+  HostBackend host(cuvmm::test::small_host_options());
+  {
+    PeerPolicy const policy = impatient_policy();
+    SharedBufferExporter exporter(host, granule_chunks(), policy);
+    Channel stuck = Channel::connect(exporter.socket_path(), policy);  // connects, never reads
+    exporter.accept_importer();
+    Channel reader = Channel::connect(exporter.socket_path(), policy);
+    exporter.accept_importer();
+    std::vector<Message> const expected = expected_stream();
+    MessageCollector collector;
+    std::jthread reading([&] { collector.run(reader, expected.size(), 0ms); });
+
+    auto const took = bounded_run([&] { grow_and_publish_many(exporter); }, 20s, [&] { stuck.close(); });
+    CHECK(took.has_value());  // before the fix: sendmsg to `stuck` blocked for good
+    if (took) CHECK(*took < policy.send_timeout + 4s);
+    reading.join();
+    CHECK(collector.stopped_by == "");
+    CHECK(exporter.importer_count() == 1);
+    std::vector<SharedBufferExporter::DroppedImporter> const dropped = exporter.take_dropped_importers();
+    REQUIRE(dropped.size() == 1);
+    CHECK(dropped[0].peer.pid == ::getpid());
+    CHECK(dropped[0].peer.uid == ::geteuid());
+    CHECK_THAT(dropped[0].reason, ContainsSubstring("took no message within 1000 ms (PeerPolicy::send_timeout)"));
+    CHECK(dropped[0].code == cuvmm::ErrorCode::timed_out);
+    CHECK(exporter.take_dropped_importers().empty());  // taken once
+    CHECK(collector.messages == expected);
+    CHECK(collector.fds == many);
+  }
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("a slow importer that keeps reading gets every message in order and is not dropped",
+          "[ipc][shared][hang]") {
+  std::size_t const fd_baseline = open_fd_count();
+  HostBackend host(cuvmm::test::small_host_options());
+  {
+    PeerPolicy const policy = impatient_policy();
+    SharedBufferExporter exporter(host, granule_chunks(), policy);
+    Channel reader = Channel::connect(exporter.socket_path(), policy);
+    exporter.accept_importer();
+    std::vector<Message> const expected = expected_stream();
+    MessageCollector collector;
+    // ~1 ms per message: the exporter waits for room many times, never a second without progress.
+    std::jthread reading([&] { collector.run(reader, expected.size(), 1ms); });
+    auto const took = bounded_run([&] { grow_and_publish_many(exporter); }, 30s, [&] { reader.close(); });
+    CHECK(took.has_value());
+    reading.join();
+    CHECK(collector.stopped_by == "");
+    CHECK(exporter.importer_count() == 1);
+    CHECK(exporter.take_dropped_importers().empty());
+    CHECK(collector.messages == expected);
+    CHECK(collector.fds == many);
+  }
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("accept_importer with more chunks than a socket holds: a newcomer that never reads is refused after "
+          "send_timeout, one that reads gets them all",
+          "[ipc][shared][hang]") {
+  std::size_t const fd_baseline = open_fd_count();
+  HostBackend host(cuvmm::test::small_host_options());
+  {
+    PeerPolicy const policy = impatient_policy();
+    SharedBufferExporter exporter(host, granule_chunks(), policy);
+    exporter.reserve(many * G);
+    exporter.publish(many * G);
+    Channel stuck = Channel::connect(exporter.socket_path(), policy);
+    std::string refusal = "(accept_importer did not throw)";
+    auto const took = bounded_run(
+        [&] {
+          try {
+            exporter.accept_importer();
+          } catch (const cuvmm::Error& error) {
+            refusal = error.what();
+          }
+        },
+        20s, [&] { stuck.close(); });
+    CHECK(took.has_value());  // before the fix: blocked for good
+    if (took) CHECK(*took < policy.send_timeout + 4s);
+    CHECK_THAT(refusal, StartsWith("cuvmm::ipc::SharedBufferExporter::accept_importer failed: timed out; ") &&
+                            ContainsSubstring("took no message within 1000 ms") &&
+                            ContainsSubstring("the importer was not kept"));
+    CHECK(exporter.importer_count() == 0);
+    stuck.close();
+
+    std::optional<SharedBufferImporter> importer;
+    std::jthread reading([&] {
+      importer.emplace(host, exporter.socket_path(), Access::read, policy);
+      importer->wait_for_size(many * G);
+    });
+    auto const accepted = bounded_run([&] { exporter.accept_importer(); }, 20s, [] {});
+    reading.join();
+    CHECK(accepted.has_value());
+    CHECK(exporter.importer_count() == 1);
+    REQUIRE(importer.has_value());
+    CHECK(importer->chunk_count() == many);
+    CHECK(importer->size() == many * G);
+  }
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+// ---- what an importer accepts from an exporter's hello, and an empty message ------------------
+
+namespace {
+
+/// Plays `script` as the exporter (on a thread) while an importer with `limit` connects and runs
+/// `body`; returns the cuvmm::Error the importer threw (fails the test if it threw none).
+cuvmm::Error importer_error(HostBackend& host, const Script& script, std::size_t limit,
+                            const std::function<void(SharedBufferImporter&)>& body = {}) {
+  Listener listener(quick_policy());
+  std::jthread exporter([&] {
+    try {
+      Channel channel = listener.accept();
+      script(channel);
+    } catch (const std::exception&) {
+    }
+  });
+  return thrown_by<cuvmm::Error>([&] {
+    SharedBufferImporter importer(host, listener.socket_path(), Access::read_write, quick_policy(), 0, limit);
+    if (body) body(importer);
+  });
+}
+
+/// An exporter that says hello with `range_bytes` and then waits for the importer to hang up.
+Script hello_then_wait(std::uint64_t range_bytes) {
+  return [range_bytes](Channel& c) {
+    c.send(hello_of(range_bytes));
+    (void)c.receive();  // returns (throws) when the importer hangs up
+  };
+}
+
+}  // namespace
+
+TEST_CASE("an importer refuses an exporter's range above its limit, naming both sizes, and reserves nothing",
+          "[ipc][shared][hostile][limit]") {
+  HostBackend host(cuvmm::test::small_host_options());
+  std::size_t const fd_baseline = open_fd_count();
+  auto const over_default = importer_error(host, hello_then_wait(std::uint64_t{1} << 46), cuvmm::ipc::default_max_import_bytes);
+  CHECK(over_default.is(cuvmm::ErrorCode::limit_exceeded));
+  CHECK(over_default.context() ==
+        "the exporter's range is 70368744177664 bytes, more than this importer's limit of 1099511627776 bytes "
+        "(max_reservation_bytes); nothing was reserved");
+  auto const over_own = importer_error(host, hello_then_wait(max_bytes), 8 * G);
+  CHECK(over_own.is(cuvmm::ErrorCode::limit_exceeded));
+  CHECK_THAT(over_own.what(), ContainsSubstring("range is 4194304 bytes, more than this importer's limit of 524288 bytes"));
+  CHECK(cuvmm::ipc::default_max_import_bytes == std::size_t{1} << 40);
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("an exporter's range of 2^63 bytes is a cuvmm::Error, never a bare std::bad_alloc", "[ipc][shared][hostile][limit]") {
+  HostBackend host(cuvmm::test::small_host_options());
+  std::size_t const fd_baseline = open_fd_count();
+  std::uint64_t const huge = std::uint64_t{1} << 63;
+  auto const limited = importer_error(host, hello_then_wait(huge), cuvmm::ipc::default_max_import_bytes);
+  CHECK(limited.is(cuvmm::ErrorCode::limit_exceeded));
+  CHECK_THAT(limited.what(), ContainsSubstring("range is 9223372036854775808 bytes"));
+  // With no limit at all, the address space cannot be had: still a cuvmm::Error, with the system's code.
+  bool bad_alloc_escaped = false;
+  try {
+    auto const unlimited = importer_error(host, hello_then_wait(huge), SIZE_MAX);
+    CHECK(unlimited.domain() == cuvmm::ErrorDomain::posix);
+    CHECK(unlimited.code_name() == "ENOMEM");
+    CHECK_THAT(unlimited.context(),
+               ContainsSubstring("reserving the exporter's range of 9223372036854775808 bytes (address space exhausted)"));
+  } catch (const std::bad_alloc&) {
+    bad_alloc_escaped = true;
+  }
+  CHECK_FALSE(bad_alloc_escaped);
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("an empty message is a protocol violation, not the peer closing; update() throws instead of stopping",
+          "[ipc][shared][hostile]") {
+  HostBackend host(cuvmm::test::small_host_options());
+  std::size_t const fd_baseline = open_fd_count();
+  Script const empty_after_hello = [](Channel& c) {
+    c.send(hello_of(max_bytes));
+    REQUIRE(::send(c.native_handle(), nullptr, 0, MSG_NOSIGNAL) == 0);  // a datagram of 0 bytes
+    (void)c.receive();  // stay connected until the importer hangs up
+  };
+  bool connected_after = true;
+  auto const error = importer_error(host, empty_after_hello, cuvmm::ipc::default_max_import_bytes,
+                                    [&](SharedBufferImporter& importer) {
+                                      // update() finds it once it has arrived: wait for that.
+                                      for (int i = 0; i < 200 && importer.connected(); ++i) {
+                                        try {
+                                          (void)importer.update();
+                                        } catch (...) {
+                                          connected_after = importer.connected();
+                                          throw;
+                                        }
+                                        std::this_thread::sleep_for(5ms);
+                                      }
+                                    });
+  CHECK(error.is(cuvmm::ErrorCode::protocol_violation));
+  CHECK(error.code_name() == "protocol violation");
+  CHECK_THAT(error.what(), ContainsSubstring("refused: an empty message (0 bytes, 0 descriptors)"));
+  CHECK_FALSE(connected_after);
+  CHECK(host.live_counts() == LiveCounts{});
+  CHECK(open_fd_count() == fd_baseline);
 }

@@ -9,7 +9,9 @@
 // Every message is one cuvmm::ipc::Message (message.hpp) plus at most one fd, passed with
 // SCM_RIGHTS and received close-on-exec (MSG_CMSG_CLOEXEC). receive() takes ownership of every fd
 // that arrived before it checks anything, so a refused message (truncated, oversized, forged, with
-// the wrong number of fds) leaks no descriptor. Waiting is bounded by PeerPolicy::timeout.
+// the wrong number of fds) leaks no descriptor. Waiting is bounded: accept, connect and receive by
+// PeerPolicy::timeout; a send by PeerPolicy::send_timeout (sends never block in the kernel: a peer
+// that does not read makes send() throw after that long, and try_send() return false at once).
 // Never does: reuse an existing directory for its socket (mkdtemp makes a fresh one), raise SIGPIPE
 // (sends use MSG_NOSIGNAL), or accept a message from a peer whose credentials were not checked.
 #pragma once
@@ -32,6 +34,9 @@ struct PeerPolicy {
   std::vector<uid_t> allowed_uids;
   /// The longest any one accept, connect or receive waits.
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  /// The longest one send waits for the peer to make room (its socket buffer holds a few hundred
+  /// messages). An exporter drops an importer that takes no message for this long.
+  std::chrono::milliseconds send_timeout{std::chrono::seconds(5)};
 
   [[nodiscard]] bool allows(uid_t uid) const noexcept;
 };
@@ -61,8 +66,13 @@ class Channel {
   ~Channel() = default;
 
   /// Sends `message`, and `fd` (borrowed, not closed) with it: an fd is required exactly when the
-  /// message's handle type is posix_fd. Throws cuvmm::Error when the peer has gone.
+  /// message's handle type is posix_fd. Waits up to the policy's send_timeout for the peer to make
+  /// room; throws cuvmm::Error on timeout (nothing was sent, the channel stays usable) and when the
+  /// peer has gone (the channel is then closed).
   void send(const Message& message, int fd = -1);
+  /// Sends `message` (and `fd`) if the peer has room for it now: true if it went, false if it would
+  /// have had to wait (nothing was sent). Throws as send() does for everything else.
+  [[nodiscard]] bool try_send(const Message& message, int fd = -1);
   /// Waits up to the policy's timeout for the next message. Throws cuvmm::Error when the peer closed
   /// the connection, on timeout, and for any message that fails the checks.
   [[nodiscard]] Received receive();
@@ -72,6 +82,8 @@ class Channel {
   [[nodiscard]] const PeerCredentials& peer() const noexcept { return peer_; }
   [[nodiscard]] const PeerPolicy& policy() const noexcept { return policy_; }
   [[nodiscard]] bool connected() const noexcept { return socket_.valid(); }
+  /// The socket, for poll(): POLLOUT means try_send() may succeed. Still owned by the channel.
+  [[nodiscard]] int native_handle() const noexcept { return socket_.get(); }
   explicit operator bool() const noexcept { return connected(); }
   /// Closes the connection now.
   void close() noexcept { socket_.reset(); }

@@ -16,17 +16,27 @@
 // Errors: an importer checks everything it is told (hello first and once, chunks in order, each
 // chunk exactly at the end of the mapped prefix and inside the range, its fd a real chunk of the
 // announced size, sizes within the mapped bytes). Any violation is a cuvmm::Error, and the importer
-// stops listening to that exporter: what it had mapped stays mapped, nothing leaks. An exporter
-// drops an importer it cannot reach; that never fails its own growth.
+// stops listening to that exporter: what it had mapped stays mapped, nothing leaks.
+// Unreachable importers: the exporter never waits without a bound. It sends to all importers at
+// once without blocking; an importer that takes no message for PeerPolicy::send_timeout (it stopped
+// reading, or reads too slowly to ever make room), or whose connection failed, is dropped, and
+// take_dropped_importers() says which and why. A slow importer that keeps reading gets every
+// message, in order. So reserve() and publish() return within send_timeout after the last importer
+// that still makes progress, however many importers have stopped; dropping one never fails the
+// exporter's own growth. accept_importer() sends a newcomer every chunk so far: when that is more
+// than its socket buffer holds (a few hundred chunks), the importer must read meanwhile (another
+// thread or process), or accept_importer() throws after send_timeout and does not keep it.
 // Threads: each object is used by one thread at a time (the backend underneath is thread-safe).
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include <cuvmm/address_range.hpp>
 #include <cuvmm/backend.hpp>
+#include <cuvmm/error.hpp>
 #include <cuvmm/growable_storage.hpp>
 #include <cuvmm/ipc/channel.hpp>
 #include <cuvmm/mapping.hpp>
@@ -48,17 +58,28 @@ class SharedBufferExporter {
   [[nodiscard]] const std::filesystem::path& socket_path() const noexcept { return listener_.socket_path(); }
 
   /// Waits (up to the policy's timeout) for one importer, checks its credentials, and sends it the
-  /// hello, every chunk mapped so far and the published size. Throws cuvmm::Error if any of it fails
-  /// (the importer is then not kept).
+  /// hello, every chunk mapped so far and the published size (each message waiting at most the
+  /// policy's send_timeout for room). Throws cuvmm::Error if any of it fails (the importer is then
+  /// not kept).
   void accept_importer();
 
   /// Grows to at least `bytes` and announces the new chunks to every importer. All or nothing: on
   /// any failure (growth, or exporting the new chunks) nothing changed and nothing was announced.
-  /// An importer that cannot be told is dropped.
+  /// An importer that cannot be told within send_timeout is dropped (see take_dropped_importers()).
   void reserve(std::size_t bytes);
 
-  /// Tells every importer that [0, bytes) holds data now (bytes <= capacity()).
+  /// Tells every importer that [0, bytes) holds data now (bytes <= capacity()). An importer that
+  /// cannot be told within send_timeout is dropped (see take_dropped_importers()).
   void publish(std::size_t bytes);
+
+  /// An importer this exporter dropped, and why.
+  struct DroppedImporter {
+    PeerCredentials peer;  ///< who it was
+    std::string reason;    ///< the error that dropped it, e.g. a send that timed out
+    ErrorCode code = ErrorCode::unspecified;  ///< timed_out, peer_closed, ...; unspecified: another system error
+  };
+  /// The importers dropped since the last call, oldest first; forgets them.
+  [[nodiscard]] std::vector<DroppedImporter> take_dropped_importers();
 
   [[nodiscard]] Address data() const noexcept { return storage_.data(); }
   [[nodiscard]] std::size_t capacity() const noexcept { return storage_.capacity(); }
@@ -70,25 +91,39 @@ class SharedBufferExporter {
  private:
   /// New descriptors for chunks [first, chunk_count).
   [[nodiscard]] std::vector<UniqueFd> export_chunks(std::size_t first) const;
-  /// Sends chunks [first, chunk_count) to `importer`, with `fds` from export_chunks(first).
-  void send_chunks(Channel& importer, std::size_t first, const std::vector<UniqueFd>& fds) const;
-  /// Runs `send` for every importer; drops those for which it throws.
-  template <class Send>
-  void for_each_importer(Send&& send) noexcept;
+  /// A message to send, and the fd (borrowed) that goes with it, or -1.
+  struct Outgoing {
+    Message message;
+    int fd = -1;
+  };
+  /// Messages announcing chunks [first, chunk_count), with `fds` from export_chunks(first).
+  [[nodiscard]] std::vector<Outgoing> chunk_messages(std::size_t first, const std::vector<UniqueFd>& fds) const;
+  /// Sends `messages`, in order, to every importer at once; drops (and records) those that fail.
+  void announce(const std::vector<Outgoing>& messages);
 
   GrowableStorage storage_;
   Listener listener_;
   std::vector<Channel> importers_;
+  std::vector<DroppedImporter> dropped_;  // not yet taken by take_dropped_importers()
   std::size_t published_ = 0;  // bytes the importers were told hold data
 };
+
+/// The most address space an importer reserves for one exporter unless told otherwise: 1 TiB. A
+/// process has about 128 TiB (an H200's whole memory is 141 GB), so a few importers cannot be made
+/// to exhaust it by an exporter's claim.
+inline constexpr std::size_t default_max_import_bytes = std::size_t{1} << 40;
 
 class SharedBufferImporter {
  public:
   /// Connects to the exporter at `socket_path`, checks its credentials, reads its hello and reserves
   /// one address range of the exporter's maximum capacity. Chunks are mapped with `access` for
   /// `device` (the host backend ignores the device). Chunks are mapped by update() and wait_for_size().
+  /// Throws cuvmm::Error: ErrorCode::limit_exceeded (naming both sizes) when the exporter's range is
+  /// larger than `max_reservation_bytes`, protocol_violation for a bad hello, and an Error with the
+  /// system's code when the address space cannot be had; nothing is then reserved or kept.
   SharedBufferImporter(Backend& backend, const std::filesystem::path& socket_path, Access access = Access::read_write,
-                       PeerPolicy policy = {}, int device = 0);
+                       PeerPolicy policy = {}, int device = 0,
+                       std::size_t max_reservation_bytes = default_max_import_bytes);
   SharedBufferImporter(SharedBufferImporter&&) noexcept = default;
   SharedBufferImporter& operator=(SharedBufferImporter&&) noexcept = default;
   /// Unmaps and releases everything (in that order), then frees the range.
@@ -107,7 +142,8 @@ class SharedBufferImporter {
   [[nodiscard]] bool connected() const noexcept { return channel_.connected(); }
 
   /// Applies every message already waiting, without waiting; returns how many. An exporter that has
-  /// exited is not an error here: connected() turns false. A bad message throws cuvmm::Error.
+  /// exited is not an error here: connected() turns false. A bad message (an empty one included)
+  /// throws cuvmm::Error with ErrorCode::protocol_violation, and the importer stops listening.
   std::size_t update();
 
   /// Applies messages until size() >= bytes. Throws cuvmm::Error if the exporter closes, breaks the
