@@ -2,7 +2,7 @@
 # cuvmm's test command (the README's second quick-start command; .ci/run calls it too).
 #
 # Installs what is missing (Debian 12), then:
-#   1. builds with tests and runs the `unit`, `gpu`, `ipc` and `tools` suites (gpu cases SKIP visibly
+#   1. builds with tests and runs the `unit`, `gpu`, `ipc`, `tools` and `examples` suites (gpu cases SKIP visibly
 #      without a GPU; ipc runs two-process sharing on the host backend and two MPI ranks under mpirun;
 #      tools tests cuvmm-plan, also as a child process on its host-backend profile);
 #   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit`, `ipc` and
@@ -11,7 +11,8 @@
 #   3. installs the library (every GPU architecture) into a scratch prefix and checks it as users meet
 #      it: the header list, the architectures in libcuvmm.so, consumers through pkg-config, CMake,
 #      a Meson subproject and clang++-14, the cuda::mr adapter with two CCCL versions, and RMM;
-#   4. fuzzes the Arena for 60 s with libFuzzer (scripts/fuzz.sh; clang 14, host backend);
+#   4. fuzzes the Arena, the IPC message decoder and the trace reader for 45 s each with libFuzzer
+#      (scripts/fuzz.sh; clang 14, host backend); builds the API reference (Doxygen, warnings fail);
 #   5. prints the Catch2 test-case counts of every program and a closing
 #      "tests: N passed, N failed, N skipped" line.
 # Exits non-zero if anything failed.
@@ -55,7 +56,7 @@ run_suites() {  # run_suites BUILD_DIR SUITE...: fresh reports, then meson test
 # Device code for sm_90 only in the test builds (the install build in step 3 makes every architecture).
 step "configure build" configure build -Dtests=enabled -Dmpi=enabled -Dgpu_architectures=90
 step "compile build" meson compile -C build
-step "test build (unit, gpu, ipc, tools)" run_suites build unit gpu ipc tools
+step "test build (unit, gpu, ipc, tools, examples)" run_suites build unit gpu ipc tools examples
 
 # Nothing may link libcuda: the driver layer resolves it at run time (the CUDA stubs on this
 # machine's LIBRARY_PATH would let a stray -lcuda link silently).
@@ -66,6 +67,8 @@ no_libcuda() {
   [ "$linked" -eq 0 ]
 }
 step "no libcuda dependency" no_libcuda
+# The installed ABI must not depend on the user's compiler: a clang++-14 program against the g++ library.
+step "clang++-14 program against the g++-built libcuvmm.so (ABI)" bash scripts/abi-check.sh build
 
 # 2. Sanitizers on the unit suite (host code only; the gpu suite needs the real device).
 step "configure build-asan" configure build-asan -Dtests=enabled -Dgpu_tests=disabled -Dmpi=disabled \
@@ -106,8 +109,11 @@ step "RMM 26 consumer (librmm-cu13 wheel): compile, link, run (SKIPPED without a
 # build-torch-venv, made once; CUVMM_TORCH_PYTHON names another interpreter), its OOM path on the host backend.
 step "PyTorch package (no GPU)" bash test/torch/run_cpu_tests.sh build
 
-# 4. The Arena under libFuzzer (clang, ASan+UBSan): random operation sequences, invariants checked.
-step "fuzz the Arena for 60 s (libFuzzer, host backend)" bash scripts/fuzz.sh 60
+# 4. libFuzzer (clang, ASan+UBSan) over every test/fuzz/fuzz_*.cpp target: the Arena's operation
+# sequences, the IPC decoder and importer, the trace reader; each checks its own invariants.
+step "fuzz every target for 45 s (libFuzzer, host backend)" bash scripts/fuzz.sh 45
+# The API reference from the public headers; a Doxygen warning fails the step.
+step "API reference (Doxygen)" bash scripts/docs.sh
 
 # 5. What ran: Catch2 test cases per program, skips with their reasons.
 echo
