@@ -178,9 +178,8 @@ std::optional<std::size_t> Arena::State::take_from_other_stream(StreamCache& s, 
   bool const large = pool.large_layout(slots);
   StreamCache* other = caches.other_with_pages(s, slots, large);
   if (other == nullptr) return std::nullopt;
-  auto const first = caches.take_pages(*other, slots, large);
-  if (first) make_stream_wait(s, *other);
-  return first;
+  make_stream_wait(s, *other);  // first: should it fail, nothing was taken
+  return caches.take_pages(*other, slots, large);
 }
 
 /// Waits for `s`'s queued work (unmapping does not wait), then unmaps what of its cache the span
