@@ -217,6 +217,7 @@ Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCac
     if (block.last) s.fresh_slabs[c].pop_back();
     return pool.slot_address(slot) + block.offset;
   };
+  caches.prepare_blocks(s);
   if (auto const a = caches.take_block(s, c)) return reuse(*a);                        // 1. freed on this stream
   if (!s.fresh_slabs[c].empty()) return fresh();                                        // 2. never used, in a slab this stream opened
   if (StreamCache* other = caches.other_with_blocks(s, c)) {                            // 3. freed on another stream, after an event wait

@@ -26,8 +26,6 @@ StreamCache& StreamCaches::get(Stream stream) {
   auto fresh = std::make_unique<StreamCache>();
   fresh->stream = stream;
   fresh->id = id;
-  fresh->free_blocks.resize(classes_);
-  fresh->fresh_slabs.resize(classes_);
   StreamCache& cache = *fresh;
   auto const [slot, inserted] = by_id_.emplace(id, std::move(fresh));
   try {
@@ -62,8 +60,16 @@ void StreamCaches::index_largest(StreamCache& c, std::size_t before) noexcept {
   }
 }
 
+void StreamCaches::prepare_blocks(StreamCache& c) const {
+  if (!c.free_blocks.empty()) return;
+  std::vector<std::vector<Address>> blocks(classes_);
+  std::vector<std::vector<std::size_t>> fresh(classes_);
+  c.free_blocks.swap(blocks);
+  c.fresh_slabs.swap(fresh);
+}
+
 void StreamCaches::index_blocks(StreamCache& c, std::size_t k) noexcept {
-  if (c.free_blocks[k].empty()) {
+  if (c.free_blocks.empty() || c.free_blocks[k].empty()) {
     by_class_[k].erase(c.id);
     return;
   }
@@ -153,13 +159,14 @@ std::size_t StreamCaches::largest_extent() const noexcept {
 }
 
 void StreamCaches::put_block(StreamCache& c, std::size_t k, Address block) {
+  prepare_blocks(c);
   c.free_blocks[k].push_back(block);  // amortized O(1): the list grows geometrically
   index_blocks(c, k);
 }
 
 std::optional<Address> StreamCaches::take_block(StreamCache& c, std::size_t k) {
+  if (c.free_blocks.empty() || c.free_blocks[k].empty()) return std::nullopt;
   auto& blocks = c.free_blocks[k];
-  if (blocks.empty()) return std::nullopt;
   Address const block = blocks.back();
   blocks.pop_back();
   if (blocks.empty()) index_blocks(c, k);
@@ -174,6 +181,8 @@ StreamCache* StreamCaches::other_with_blocks(const StreamCache& not_this, std::s
 }
 
 void StreamCaches::move_blocks(StreamCache& from, StreamCache& to, std::size_t k) {
+  if (from.free_blocks.empty()) return;
+  prepare_blocks(to);
   auto& source = from.free_blocks[k];
   auto& target = to.free_blocks[k];
   if (target.empty()) {
@@ -187,6 +196,8 @@ void StreamCaches::move_blocks(StreamCache& from, StreamCache& to, std::size_t k
 }
 
 void StreamCaches::hand_on(StreamCache& from, StreamCache& to) {
+  if (from.free_blocks.empty()) return;
+  prepare_blocks(to);
   for (std::size_t k = 0; k < classes_; ++k) {
     move_blocks(from, to, k);
     auto& fresh = to.fresh_slabs[k];
@@ -205,6 +216,7 @@ void StreamCaches::forget_slabs(const std::vector<std::pair<std::size_t, std::si
     touched[k] = true;
   }
   for (auto& [id, c] : by_id_) {
+    if (c->free_blocks.empty()) continue;
     for (std::size_t k = 0; k < classes_; ++k) {
       if (!touched[k]) continue;
       std::erase_if(c->free_blocks[k], [&](Address a) { return slots.contains((a - base) / page); });

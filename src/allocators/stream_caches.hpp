@@ -37,6 +37,8 @@ struct StreamCache {
   std::uint64_t id = 0;                                   // registration order
   ExtentSet pages;                                        // mapped free small-layout slots freed here
   std::multimap<std::size_t, std::size_t> large_spans;    // freed large-layout spans: slots → first slot
+  // Per size class, made on the stream's first small request or free (empty until then, so that
+  // thousands of streams that never touch a slab cost a few bytes each):
   std::vector<std::vector<Address>> free_blocks;          // per size class: blocks freed here
   std::vector<std::vector<std::size_t>> fresh_slabs;      // per size class: slabs opened here with unused blocks
 
@@ -79,6 +81,8 @@ class StreamCaches {
   [[nodiscard]] std::size_t largest_extent() const noexcept;
 
   // Free blocks and open slabs -------------------------------------------------------------------
+  /// Gives `c` its per-class lists if it has none yet. Throws only std::bad_alloc, changing nothing.
+  void prepare_blocks(StreamCache& c) const;
   /// Records a block of class `size_class` freed on `c`. Throws only std::bad_alloc, changing nothing.
   void put_block(StreamCache& c, std::size_t size_class, Address block);
   /// A block of the class freed on `c`, removed; nothing when there is none.

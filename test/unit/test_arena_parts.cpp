@@ -207,6 +207,10 @@ TEST_CASE("a stream is registered once, found through the hash map, and forgotte
   CHECK(caches.size() == 1);
   StreamCache& b = caches.get(fake_stream(2));
   CHECK(b.id == a.id + 1);
+  CHECK(b.free_blocks.empty());  // no per-class lists until the stream frees or asks for a block
+  caches.put_block(b, 3, 4096);
+  CHECK(b.free_blocks.size() == 4);
+  CHECK(b.fresh_slabs.size() == 4);
   caches.forget(a);
   CHECK(caches.find(fake_stream(1)) == nullptr);
   CHECK(caches.size() == 1);
