@@ -18,7 +18,18 @@
 // release_stream(s) before destroying s.
 //
 // Thread-safe (one lock; the driver is called only when cached memory cannot serve a request).
-// Allocations are aligned to 256 bytes, or to `alignment` up to the page size.
+// Every operation costs O(log n) or amortized O(1) in the live allocations and streams, except
+// trim() and the reclaim a request makes when the device is out of memory (they visit everything).
+//
+// Alignment: allocations are aligned to 256 bytes, or to `alignment` (a power of two up to the
+// page size). A request of up to small_max_bytes() (page_bytes / 2) with an alignment up to
+// small_max_bytes() is served from a slab whose block size is the smallest class that holds it and
+// is a multiple of the alignment (so allocate(1, s, 4096) takes a 4 KiB block, not a page); larger
+// requests, or larger alignments, take whole pages (page-aligned).
+//
+// A failed allocate() gives back every page it created for itself: the arena then holds no more
+// physical memory than before the call (it may hold less: cached pages may have been unmapped into
+// its pool, and idle pooled pages released).
 #pragma once
 
 #include <cstddef>
@@ -37,7 +48,8 @@ struct ArenaOptions {
   /// 128 TiB per process); a request needs a free run of addresses as large as itself.
   std::size_t address_space_bytes = 0;
   /// Size of one physical page, a multiple of the granularity. 0: the granularity (2 MiB on the
-  /// H200). Small requests (up to page_bytes / 8) share pages; larger ones take whole pages.
+  /// H200). Small requests (up to page_bytes / 2) share pages as slabs of equal blocks; larger ones
+  /// take whole pages.
   std::size_t page_bytes = 0;
   /// Requests of at least this size are backed by pages this large, at addresses aligned to it,
   /// with page_bytes pages for the remainder (so no more than one small page is wasted). Memory
@@ -76,6 +88,7 @@ struct ArenaStats {
   std::size_t access_calls = 0;
   std::size_t cross_stream_reuses = 0;  ///< memory freed on one stream handed to another (device-side wait)
   std::size_t reclaims = 0;             ///< cached extents unmapped to back another request
+  std::size_t streams = 0;              ///< streams the arena keeps state for (see release_stream)
   /// External fragmentation of the cached free memory: 1 - largest free extent / all free pages
   /// in extents (0 when there is none or one). Stitching makes it harmless: scattered pages still
   /// back any request; it measures how often that has to remap.
@@ -101,11 +114,13 @@ class Arena {
   /// `bytes` of memory usable by work ordered on `stream` from now on. 0 bytes: nullptr.
   /// Throws OutOfMemory when the device (or byte_limit) cannot back it even after every cached
   /// page was reclaimed; cuvmm::Error for an alignment that is not a power of two up to the page
-  /// size. On failure nothing is allocated (cached pages may have been returned).
+  /// size. On failure nothing is allocated and every page created for the request was released
+  /// (cached pages may have been unmapped into the pool).
   [[nodiscard]] void* allocate(std::size_t bytes, Stream stream = nullptr, std::size_t alignment = default_alignment);
   /// Frees `p`, which allocate(bytes, ...) returned, after the work queued on `stream` so far.
-  /// An unknown pointer, a size other than the one allocated, or a second free of the same
-  /// allocation throws cuvmm::Error and changes nothing.
+  /// An unknown pointer, a size other than the exact one allocated (even one of the same size
+  /// class), or a second free of the same allocation throws cuvmm::Error and changes nothing (nor
+  /// does it register `stream`).
   void deallocate(void* p, std::size_t bytes, Stream stream = nullptr);
 
   /// Waits for every stream that freed memory into the arena, unmaps all cached memory and

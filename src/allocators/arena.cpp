@@ -1,81 +1,51 @@
 // Arena: how it works (the contract is in include/cuvmm/arena.hpp).
 //
-// What it owns: one AddressRange cut into slots of page_bytes; physical pages of two sizes, small
-// (page_bytes, one slot) and large (large_page_bytes, L slots), each either mapped at a slot
-// (`mapped`, keyed by its first slot) or pooled unmapped (`pool`, `large_pool`); per stream, what
-// it freed: mapped free extents of small pages (`cached`), whole freed spans that hold large pages
-// (`large_cached`), and small blocks (`free_blocks`, per size class).
+// The Arena is three parts under one lock, plus the policy that joins them:
+//  - PagePool (page_pool.hpp): the address range cut into slots of page_bytes, and every physical
+//    page, small (one slot) or large (L slots), mapped at a slot or pooled unmapped. Knows no streams.
+//  - StreamCaches (stream_caches.hpp): per stream, what it freed and may reuse at once: mapped free
+//    extents of small pages, whole freed large-layout spans, free blocks and open slabs per size
+//    class; with indexes that find another stream's memory without scanning streams.
+//  - Slabs (slabs.hpp): size classes and, per slab page, which blocks are live and at what size.
+// This file keeps the lock, the statistics and the policy: the reclaim ladder (obtain_pages, one
+// line per attempt) and the small-block ladder (allocate_block).
 //
-// Every slot is in exactly one state:
-//   unmapped-free  in `unmapped` (nothing mapped, not in use)
-//   cached         mapped, free, in one stream's `cached` set or `large_cached` spans: reusable on
-//                  that stream at once
-//   live span      mapped, backing one allocation of whole pages (`live_spans`, keyed by address)
-//   slab           mapped, split into blocks of one size class (`slabs`)
+// Every slot is in exactly one state: free (PagePool's free set); cached (mapped, free, in one
+// stream's cache); a live span (mapped, backing one allocation of whole pages, `live_spans`); a
+// slab (mapped, split into blocks).
 //
-// Request of n slots (n < L: small layout, all small pages; n >= L: large layout, n / L large
-// pages at an L-aligned address followed by small pages) on stream S, cheapest first:
-//   1. S's cache: best fit in its small extents (split freely: each small page is its own
-//      mapping), or a freed large-layout span of exactly n slots (large pages cannot be split);
-//   2. the same in another stream's cache, after making S wait for that stream's event;
-//   3. stitch: n unmapped slots and pages from the pools, else from S's own cached memory
-//      (unmapped after a host wait for S's queued work), else newly created. Large pages the
-//      device will not give are replaced by small ones; pooled pages of the other size are
-//      released before new pages are created. When small pages cannot be had, every
-//      stream is waited for, all cached memory and empty slabs are unmapped, pooled large pages are
-//      released, and creation is tried again; then OutOfMemory. The pages are mapped side by side
-//      and granted access with one call.
-// Small request: S's free blocks of the class, else a fresh block of a slab S opened, else the
-// free blocks of another stream (after the event wait), else a new slab (one page, as above).
-//
-// Fragmentation is bounded by construction: physical pages only grow when no pooled or cached
-// page on the requesting stream can serve, so pages held exceed pages in use only by cached
-// memory of other streams (until trim() or exhaustion), partly used slabs (one per class per
-// stream, plus slabs whose blocks are scattered; trim() and exhaustion return empty ones), less
-// than one small page per allocation, and pooled pages of the other size.
+// A request of n slots is a small layout (n < L: all small pages) or a large layout (n >= L: n / L
+// large pages at an L-aligned address, small pages behind). Fragmentation is bounded by
+// construction: pages are created only when no pooled or cached page on the requesting stream can
+// serve, so pages held exceed pages in use only by cached memory of other streams (until trim() or
+// exhaustion), partly used slabs (trim() and exhaustion return empty ones), less than one small page
+// per allocation, and pooled pages of the other size. A request that fails gives back every page it
+// created (PagePool::Span), so a failure never leaves the process holding memory it could not use.
 // Address space can fragment, but it is reserved twice the device's size, and exhaustion unmaps
 // cached extents back into it.
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>
 #include <bit>
-#include <map>
-#include <cassert>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
-#include <cuvmm/address_range.hpp>
+#include <cuvmm/counting_backend.hpp>
 #include <cuvmm/cuda_backend.hpp>
 #include <cuvmm/error.hpp>
-#include <cuvmm/fault_injecting_backend.hpp>
-#include <cuvmm/mapping.hpp>
-#include <cuvmm/physical_chunk.hpp>
 
-#include "allocators/extent_set.hpp"
+#include "allocators/page_pool.hpp"
+#include "allocators/slabs.hpp"
+#include "allocators/stream_caches.hpp"
 #include "allocators/stream_order.hpp"
 
 namespace cuvmm {
 namespace {
 
-using detail::ExtentSet;
-using detail::StreamOrder;
-
-constexpr std::size_t min_block_bytes = Arena::default_alignment;
-
-/// Size classes up to `small_max`: multiples of 256 B below 1 KiB, then four per doubling.
-std::vector<std::size_t> make_size_classes(std::size_t small_max) {
-  std::vector<std::size_t> classes;
-  for (std::size_t size = min_block_bytes; size < 1024 && size <= small_max; size += min_block_bytes) classes.push_back(size);
-  for (std::size_t base = 1024; base <= small_max; base *= 2) {
-    for (std::size_t quarter = 0; quarter < 4; ++quarter) {
-      std::size_t const size = base + quarter * base / 4;
-      if (size <= small_max) classes.push_back(size);
-    }
-  }
-  return classes;
-}
+using detail::PagePool;
+using detail::StreamCache;
 
 void bump(ArenaCounter& c, std::size_t by) noexcept {
   c.current += by;
@@ -89,508 +59,256 @@ void set_current(ArenaCounter& c, std::size_t now) noexcept {
   c.peak = std::max(c.peak, now);
 }
 
+/// The page geometry and pool options from the user's options, checked.
+detail::PagePoolOptions pool_options(Backend& backend, const ArenaOptions& options) {
+  detail::PagePoolOptions o;
+  o.props = ChunkProperties{.device = options.device, .compression = options.compression != Compression::none};
+  std::size_t const granularity = backend.granularity(o.props, GranularityKind::minimum);
+  o.page = options.page_bytes == 0 ? granularity : options.page_bytes;
+  if (o.page % granularity != 0) {
+    throw_invalid_argument("Arena", "page_bytes " + std::to_string(options.page_bytes) +
+                                        " is not a multiple of the granularity " + std::to_string(granularity));
+  }
+  if (options.large_page_bytes != 0 && options.large_page_bytes > o.page) {
+    if (options.large_page_bytes % o.page != 0 || !std::has_single_bit(options.large_page_bytes)) {
+      throw_invalid_argument("Arena", "large_page_bytes " + std::to_string(options.large_page_bytes) +
+                                          " is not a power of two multiple of the page size " + std::to_string(o.page));
+    }
+    o.large_page = options.large_page_bytes;
+  }
+  std::size_t space = options.address_space_bytes;
+  if (space == 0) space = 2 * backend.memory_info(options.device).total;
+  std::size_t const alignment = o.large_page != 0 ? o.large_page : o.page;
+  o.address_space = std::max(round_up(space, alignment), alignment);
+  o.byte_limit = options.byte_limit;
+  o.compression = options.compression;
+  o.grants = options.access.empty() ? std::vector<AccessGrant>{{options.device, Access::read_write}} : options.access;
+  return o;
+}
+
 }  // namespace
 
 struct Arena::State {
-  struct MappedPage {
-    PhysicalChunk page;  // released after the mapping is gone (members die in reverse order)
-    Mapping mapping;
-  };
-  struct Slab {
-    std::size_t size_class = 0;     // index into size_classes
-    std::size_t block_bytes = 0;    // the class's size
-    std::size_t blocks = 0;         // blocks in the page
-    std::size_t handed_out = 0;     // blocks [0, handed_out) have been handed out at least once
-    std::size_t in_use = 0;         // blocks allocated now
-    std::vector<bool> allocated;    // per block: allocated now (catches double frees)
-  };
   struct LiveSpan {
     std::size_t first = 0;      // first slot
     std::size_t pages = 0;      // slots
     std::size_t bytes = 0;      // as requested
     bool large_layout = false;  // starts with large pages: cached whole, never split
   };
-  struct StreamState {
-    Stream stream = nullptr;
-    StreamOrder::Marker marker = nullptr;
-    ExtentSet cached;                                   // mapped free small pages freed on this stream
-    std::multimap<std::size_t, std::size_t> large_cached;  // freed large-layout spans: slots → first slot
-    std::vector<std::vector<Address>> free_blocks;      // per size class: blocks freed on this stream
-    std::vector<std::vector<std::size_t>> fresh_slabs;  // per size class: this stream's slabs with unused blocks
-  };
 
   State(Backend& user_backend, ArenaOptions opts);
   ~State();
 
-  // --- helpers; all run under `lock` -----------------------------------------------------------
-  StreamState& stream_state(Stream stream);
-  Address slot_address(std::size_t slot) const noexcept { return range.base() + slot * page; }
-  std::size_t pages_for(std::size_t bytes) const noexcept { return (bytes + page - 1) / page; }
-  std::optional<std::size_t> size_class_of(std::size_t bytes, std::size_t alignment) const noexcept;
+  // The policy; all run under `lock` -------------------------------------------------------------
+  std::size_t obtain_pages(std::size_t slots, StreamCache& s);
+  std::optional<PagePool::Span> take_slots(std::size_t slots);
+  std::optional<std::size_t> take_from_other_stream(StreamCache& s, std::size_t slots);
+  void unmap_own_cache(StreamCache& s, const PagePool::Span& span);
+  void reclaim_everything();
+  Address allocate_block(std::size_t size_class, std::size_t bytes, StreamCache& s);
+  void deallocate_block(Address address, std::size_t bytes, Stream stream);
 
-  bool large_layout(std::size_t slots) const noexcept { return slots_per_large != 0 && slots >= slots_per_large; }
-  std::size_t physical_bytes() const noexcept {
-    return mapped_bytes + pool.size() * page + large_pool.size() * large_page;
-  }
-  std::size_t take_pages(std::size_t count, StreamState& s);
-  std::size_t map_new_span(std::size_t count, StreamState& s);
-  std::size_t gather_large(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out);
-  void gather_small(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out);
-  bool create_page(std::size_t bytes, std::size_t held_in_out, std::vector<PhysicalChunk>& out);
-  void unmap_slots(std::size_t first, std::size_t count);
-  static std::size_t take_pooled(std::vector<PhysicalChunk>& from, std::size_t wanted, std::vector<PhysicalChunk>& out);
-  void release_pooled(std::vector<PhysicalChunk>& from, std::size_t bytes);
-  std::size_t unmap_cached(StreamState& s, std::size_t pages_wanted);
-  void unmap_large_cached(StreamState& s);
-  void unmap_all_cached();
-  void wait_for(StreamState& s);  // blocks until the work queued on `s` so far is done
-  void wait_for_all_streams();
-  std::size_t unmap_empty_slabs();
-  void make_stream_wait(StreamState& waiter, StreamState& freer);
-
-  Address allocate_small(std::size_t size_class, StreamState& s);
-  void deallocate_small(Address address, std::size_t bytes, StreamState& s);
+  // Helpers --------------------------------------------------------------------------------------
+  void wait_for(StreamCache& s);  // blocks until the work queued on `s` so far is done
+  void make_stream_wait(StreamCache& waiter, StreamCache& freer);
+  std::size_t unmap_cached(StreamCache& s, std::size_t slots_wanted);  // small extents first, then large spans
+  void unmap_large_spans(StreamCache& s);
+  [[noreturn]] void throw_no_addresses(std::size_t slots) const;
+  [[noreturn]] void throw_out_of_memory(const PagePool::Span& span) const;
   void update_peaks() noexcept;  // bytes_mapped and bytes_physical from the pages held now
 
-  FaultInjectingBackend calls;  // forwards to the user's backend; counts the calls (never armed)
+  CountingBackend calls;  // forwards to the user's backend; counts the driver calls for stats()
   ArenaOptions options;
-  std::size_t page = 0;
-  std::size_t large_page = 0;       // 0: no large pages
-  std::size_t slots_per_large = 0;  // L; 0: no large pages
-  std::size_t small_max = 0;
-  std::vector<std::size_t> size_classes;
-  ChunkProperties props;
-  std::vector<AccessGrant> grants;
-  std::unique_ptr<StreamOrder> order;
-
-  AddressRange range;                                   // freed last: everything below maps into it
-  std::vector<PhysicalChunk> pool;                      // small pages created and not mapped
-  std::vector<PhysicalChunk> large_pool;                // large pages created and not mapped
-  std::unordered_map<std::size_t, MappedPage> mapped;  // first slot of a page → the page mapped there
-  std::size_t mapped_bytes = 0;                         // sum of the mapped pages' sizes
-  ExtentSet unmapped;                                   // slots with nothing mapped, not in use
-  std::vector<std::unique_ptr<StreamState>> streams;    // every stream seen (few: a linear search)
-  std::unordered_map<Address, LiveSpan> live_spans;     // allocations of whole pages, by address
-  std::unordered_map<std::size_t, Slab> slabs;          // slab pages by slot
+  std::unique_ptr<detail::StreamOrder> order;
+  PagePool pool;
+  detail::Slabs slabs;
+  detail::StreamCaches caches;
+  std::unordered_map<Address, LiveSpan> live_spans;  // allocations of whole pages, by address
 
   ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, reclaims
   mutable std::mutex lock;
 };
 
-Arena::State::State(Backend& user_backend, ArenaOptions opts) : calls(user_backend), options(std::move(opts)) {
-  props = ChunkProperties{.device = options.device, .compression = options.compression != Compression::none};
-  std::size_t const granularity = calls.granularity(props, GranularityKind::minimum);
-  page = options.page_bytes == 0 ? granularity : options.page_bytes;
-  if (page % granularity != 0) {
-    throw_invalid_argument("Arena", "page_bytes " + std::to_string(options.page_bytes) +
-                                        " is not a multiple of the granularity " + std::to_string(granularity));
-  }
-  if (options.large_page_bytes != 0 && options.large_page_bytes > page) {
-    if (options.large_page_bytes % page != 0 || !std::has_single_bit(options.large_page_bytes)) {
-      throw_invalid_argument("Arena", "large_page_bytes " + std::to_string(options.large_page_bytes) +
-                                          " is not a power of two multiple of the page size " + std::to_string(page));
-    }
-    large_page = options.large_page_bytes;
-    slots_per_large = large_page / page;
-  }
-  small_max = page / 2 >= min_block_bytes ? page / 2 : 0;
-  size_classes = make_size_classes(small_max);
-  grants = options.access.empty() ? std::vector<AccessGrant>{{options.device, Access::read_write}} : options.access;
-
-  std::size_t space = options.address_space_bytes;
-  if (space == 0) space = 2 * calls.memory_info(options.device).total;
-  std::size_t const alignment = large_page != 0 ? large_page : page;
-  space = std::max(round_up(space, alignment), alignment);
-  order = detail::make_stream_order(calls.space(), options.device);
-  range = AddressRange(calls, space, alignment);
-  unmapped.insert(0, space / page);
-  set_current(counters.bytes_reserved, space);
+Arena::State::State(Backend& user_backend, ArenaOptions opts)
+    : calls(user_backend),
+      options(std::move(opts)),
+      order(detail::make_stream_order(calls.space(), options.device)),
+      pool(calls, pool_options(calls, options)),
+      slabs(pool.page_bytes()),
+      caches(*order, slabs.class_count()) {
+  set_current(counters.bytes_reserved, pool.range().size());
 }
 
 Arena::State::~State() {
   try {
-    wait_for_all_streams();
+    caches.for_each([&](StreamCache& s) { wait_for(s); });
   } catch (...) {  // the driver may be shut down at process exit: nothing left to wait for
   }
-  slabs.clear();
-  mapped.clear();  // unmaps, then releases
-  pool.clear();
-  large_pool.clear();
-  for (auto& s : streams) order->destroy_marker(s->marker);
 }
 
-Arena::State::StreamState& Arena::State::stream_state(Stream stream) {
-  for (auto& s : streams) {
-    if (s->stream == stream) return *s;
+// The reclaim ladder -----------------------------------------------------------------------------
+
+/// Where the `slots` pages of a request on stream `s` come from, cheapest first. Returns the first
+/// slot of a mapped run that now belongs to the caller. Moving a page costs ~40 µs of driver calls
+/// (unmap, map, grant) and creating one more; reusing mapped memory costs none, so the first two
+/// attempts map nothing. A failure after the span was taken gives back every page it created.
+std::size_t Arena::State::obtain_pages(std::size_t slots, StreamCache& s) {
+  bool const large = pool.large_layout(slots);
+  if (auto const first = caches.take_pages(s, slots, large)) return *first;           // 1. own cache, as it lies
+  if (auto const first = take_from_other_stream(s, slots)) return *first;            // 2. another stream's cache, after an event wait
+  auto span = take_slots(slots);                                                       //    addresses (none free: reclaim, then OutOfMemory)
+  span->take_pooled();                                                                 // 3. pooled pages
+  if (!span->complete() && s.holds_pages()) (unmap_own_cache(s, *span), span->take_pooled());  // 4. own cache, unmapped after a host wait
+  if (!span->complete()) span->release_idle_other_size();                             // 5. release the other page size's pool
+  if (!span->complete()) span->create();                                              // 6. create
+  if (!span->complete()) (reclaim_everything(), span->release_idle_other_size(), span->take_pooled(), span->create());  // 7. wait for all, unmap all, retry
+  if (!span->complete()) throw_out_of_memory(*span);                                  // 8. OutOfMemory (the span gives back what it created)
+  return span->map();
+}
+
+/// A free run of addresses; when there is none, cached memory holds them: reclaim it and look again.
+std::optional<PagePool::Span> Arena::State::take_slots(std::size_t slots) {
+  if (auto span = pool.take_slots(slots)) return span;
+  reclaim_everything();
+  if (auto span = pool.take_slots(slots)) return span;
+  throw_no_addresses(slots);
+}
+
+std::optional<std::size_t> Arena::State::take_from_other_stream(StreamCache& s, std::size_t slots) {
+  bool const large = pool.large_layout(slots);
+  StreamCache* other = caches.other_with_pages(s, slots, large);
+  if (other == nullptr) return std::nullopt;
+  make_stream_wait(s, *other);  // first: should it fail, nothing was taken
+  return caches.take_pages(*other, slots, large);
+}
+
+/// Waits for `s`'s queued work (unmapping does not wait), then unmaps what of its cache the span
+/// can use into the pools: its large-layout spans when large pages are missing, then small extents
+/// (and spans) for the small pages the pools cannot give.
+void Arena::State::unmap_own_cache(StreamCache& s, const PagePool::Span& span) {
+  wait_for(s);
+  if (span.large_missing() > 0) unmap_large_spans(s);
+  std::size_t const pooled = pool.pooled_pages(PagePool::Size::small);
+  if (span.small_missing() > pooled) unmap_cached(s, span.small_missing() - pooled);
+}
+
+/// Waits for every stream, unmaps the slabs with no live block and all cached memory into the pools.
+void Arena::State::reclaim_everything() {
+  caches.for_each([&](StreamCache& s) { wait_for(s); });
+  auto const empty = slabs.remove_empty();
+  caches.forget_slabs(empty, pool.range().base(), pool.page_bytes());
+  for (auto const& [slot, size_class] : empty) pool.unmap(slot, 1);
+  caches.for_each([&](StreamCache& s) {
+    unmap_cached(s, static_cast<std::size_t>(-1));
+    unmap_large_spans(s);
+  });
+}
+
+// Small requests: the block ladder -----------------------------------------------------------------
+
+Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCache& s) {
+  auto const reuse = [&](Address a) {
+    slabs.hand_out(pool.slot_of(a), a - pool.slot_address(pool.slot_of(a)), bytes);
+    return a;
+  };
+  auto const fresh = [&] {
+    std::size_t const slot = s.fresh_slabs[c].back();
+    auto const block = slabs.hand_out_fresh(slot, bytes);
+    if (block.last) s.fresh_slabs[c].pop_back();
+    return pool.slot_address(slot) + block.offset;
+  };
+  caches.prepare_blocks(s);
+  if (auto const a = caches.take_block(s, c)) return reuse(*a);                        // 1. freed on this stream
+  if (!s.fresh_slabs[c].empty()) return fresh();                                        // 2. never used, in a slab this stream opened
+  if (StreamCache* other = caches.other_with_blocks(s, c)) {                            // 3. freed on another stream, after an event wait
+    make_stream_wait(s, *other);
+    caches.move_blocks(*other, s, c);
+    return reuse(*caches.take_block(s, c));
   }
-  auto fresh = std::make_unique<StreamState>();
-  fresh->stream = stream;
-  fresh->free_blocks.resize(size_classes.size());
-  fresh->fresh_slabs.resize(size_classes.size());
-  streams.reserve(streams.size() + 1);
-  fresh->marker = order->create_marker();
-  streams.push_back(std::move(fresh));
-  return *streams.back();
+  if (s.fresh_slabs[c].size() == s.fresh_slabs[c].capacity()) s.fresh_slabs[c].reserve(2 * s.fresh_slabs[c].size() + 1);
+  std::size_t const slot = obtain_pages(1, s);                                          // 4. a new slab of one page
+  try {
+    slabs.open(slot, c);
+  } catch (...) {
+    caches.put_pages(s, slot, 1, false);
+    throw;
+  }
+  s.fresh_slabs[c].push_back(slot);  // capacity reserved above
+  return fresh();
 }
 
-std::optional<std::size_t> Arena::State::size_class_of(std::size_t bytes, std::size_t alignment) const noexcept {
-  if (bytes > small_max || alignment > min_block_bytes) return std::nullopt;
-  auto const it = std::lower_bound(size_classes.begin(), size_classes.end(), bytes);
-  return static_cast<std::size_t>(it - size_classes.begin());
+void Arena::State::deallocate_block(Address a, std::size_t bytes, Stream stream) {
+  std::size_t const slot = pool.slot_of(a);
+  std::size_t const offset = a - pool.slot_address(slot);
+  std::size_t const c = slabs.check_free(slot, offset, bytes, a);  // throws, changing nothing, on a bad free
+  StreamCache& s = caches.get(stream);                           // a stream is registered by a free that is accepted
+  caches.put_block(s, c, a);
+  slabs.mark_free(slot, offset);
 }
 
-void Arena::State::make_stream_wait(StreamState& waiter, StreamState& freer) {
+// Helpers ----------------------------------------------------------------------------------------
+
+void Arena::State::make_stream_wait(StreamCache& waiter, StreamCache& freer) {
   order->mark(freer.marker, freer.stream);
   order->order_after(waiter.stream, freer.marker);
   ++counters.cross_stream_reuses;
 }
 
-void Arena::State::wait_for(StreamState& s) {
+void Arena::State::wait_for(StreamCache& s) {
   order->mark(s.marker, s.stream);
   order->wait(s.marker);
 }
 
-void Arena::State::wait_for_all_streams() {
-  for (auto& s : streams) wait_for(*s);
-}
-
-// Requests of whole pages ----------------------------------------------------------------------
-
-std::size_t Arena::State::take_pages(std::size_t count, StreamState& s) {
-  bool const large = large_layout(count);
-  auto const from_cache = [&](StreamState& c) -> std::optional<std::size_t> {
-    if (!large) return c.cached.take(count);
-    auto const it = c.large_cached.find(count);
-    if (it == c.large_cached.end()) return std::nullopt;
-    std::size_t const first = it->second;
-    c.large_cached.erase(it);
-    return first;
-  };
-  if (auto const first = from_cache(s)) return *first;
-  for (auto& other : streams) {
-    if (other.get() == &s) continue;
-    if (large ? !other->large_cached.contains(count) : other->cached.largest() < count) continue;
-    make_stream_wait(s, *other);
-    return *from_cache(*other);
-  }
-  return map_new_span(count, s);
-}
-
-/// Adds one page of `bytes` to `out` unless the byte limit or the device refuses.
-bool Arena::State::create_page(std::size_t bytes, std::size_t held_in_out, std::vector<PhysicalChunk>& out) {
-  if (options.byte_limit != 0 && physical_bytes() + held_in_out + bytes > options.byte_limit) return false;
-  PhysicalChunk created;
-  try {
-    created = PhysicalChunk(calls, bytes, props);
-  } catch (const OutOfMemory&) {
-    return false;
-  }
-  check_compression(created, options.compression);  // Unsupported: released as it unwinds
-  out.push_back(std::move(created));
-  return true;
-}
-
-/// Moves up to `count` large pages into `out`: pooled ones, then ones unmapped from `s`'s cached
-/// large-layout spans (after waiting for `s`'s queued work), then new ones. Returns how many; the
-/// caller backs the rest with small pages.
-std::size_t Arena::State::gather_large(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out) {
-  std::size_t got = take_pooled(large_pool, count, out);
-  if (got < count && !s.large_cached.empty()) {
-    wait_for(s);
-    unmap_large_cached(s);
-    got += take_pooled(large_pool, count - got, out);
-  }
-  // Pooled small pages are idle memory: give them back before asking the device for more.
-  release_pooled(pool, (count - got) * large_page);
-  for (; got < count && create_page(large_page, out.size() * large_page, out); ++got) {
-  }
-  return got;
-}
-
-/// Moves `count` small pages into `out`: pooled ones, then ones unmapped from `s`'s cached memory
-/// (after waiting for `s`'s queued work: unmapping does not wait), then new ones; when the device
-/// or the byte limit refuses, waits for every stream, unmaps all cached memory and empty slabs,
-/// releases pooled large pages, and tries again. `out` may hold large pages gathered already.
-void Arena::State::gather_small(std::size_t count, StreamState& s, std::vector<PhysicalChunk>& out) {
-  std::size_t const large_held = out.size() * large_page;  // `out` holds only large pages so far
-  std::size_t got = 0;
-  auto const from_pool = [&] { got += take_pooled(pool, count - got, out); };
-  auto const create = [&] {
-    for (; got < count && create_page(page, large_held + got * page, out); ++got) {
-    }
-  };
-  from_pool();
-  if (got < count && !(s.cached.empty() && s.large_cached.empty())) {
-    wait_for(s);
-    unmap_cached(s, count - got);
-    from_pool();
-  }
-  // Pooled large pages are idle memory: give them back before asking the device for more.
-  if (got < count) release_pooled(large_pool, (count - got) * page);
-  create();
-  if (got < count) {
-    wait_for_all_streams();
-    unmap_empty_slabs();
-    unmap_all_cached();
-    large_pool.clear();  // released: the device needs the room for small pages
-    from_pool();
-    create();
-  }
-  if (got < count) {
-    std::size_t const held = physical_bytes() + large_held + got * page;
-    ErrorDetails d;
-    d.call = "Arena::allocate";
-    d.context = "no physical memory for " + std::to_string((count - got) * page) + " more bytes on device " +
-                std::to_string(options.device) + " after reclaiming every cached page (the arena holds " +
-                std::to_string(held) + " bytes" +
-                (options.byte_limit != 0 ? ", byte_limit " + std::to_string(options.byte_limit) : std::string()) + ")";
-    throw OutOfMemory(std::move(d));
-  }
-}
-
-std::size_t Arena::State::map_new_span(std::size_t count, StreamState& s) {
-  bool const large = large_layout(count);
-  auto const take_address = [&] { return large ? unmapped.take_aligned(count, slots_per_large) : unmapped.take(count); };
-  std::optional<std::size_t> first = take_address();
-  if (!first) {
-    // Cached memory holds address space too: give it back and look again.
-    wait_for_all_streams();
-    unmap_empty_slabs();
-    unmap_all_cached();
-    first = take_address();
-    if (!first) {
-      ErrorDetails d;
-      d.call = "Arena::allocate";
-      d.context = "no free run of " + std::to_string(count * page) + " bytes in the arena's " +
-                  std::to_string(range.size()) + " bytes of address space (largest free run " +
-                  std::to_string(unmapped.largest() * page) + " bytes); raise ArenaOptions::address_space_bytes";
-      throw OutOfMemory(std::move(d));
-    }
-  }
-  struct ReturnAddress {  // gives the slots back unless the mapping commits
-    ExtentSet& set;
-    std::size_t first, count;
-    bool committed = false;
-    ~ReturnAddress() {
-      if (!committed) set.insert(first, count);
-    }
-  } address{unmapped, *first, count};
-
-  // Large pages first (at the aligned start), small pages behind them. Until committed, pages go
-  // back to their pools on any failure.
-  std::vector<PhysicalChunk> pages;
-  auto const return_pages = [&] {
-    for (auto& p : pages) {
-      if (p) (p.size() == page ? pool : large_pool).push_back(std::move(p));
-    }
-  };
-  try {
-    std::size_t const large_pages = large ? gather_large(count / slots_per_large, s, pages) : 0;
-    gather_small(count - large_pages * slots_per_large, s, pages);
-  } catch (...) {
-    return_pages();
-    throw;
-  }
-  try {
-    std::vector<Mapping> mappings;
-    mappings.reserve(pages.size());
-    std::size_t offset = *first * page;
-    for (auto const& p : pages) {
-      mappings.emplace_back(range, offset, p);
-      offset += p.size();
-    }
-    set_access(mappings, grants);
-    mapped.reserve(mapped.size() + pages.size());
-    std::size_t slot = *first;
-    for (std::size_t i = 0; i < pages.size(); ++i) {
-      std::size_t const bytes = pages[i].size();
-      mapped.emplace(slot, MappedPage{std::move(pages[i]), std::move(mappings[i])});
-      mapped_bytes += bytes;
-      slot += bytes / page;
-    }
-  } catch (...) {
-    // Whatever was mapped is unmapped (by the local mappings, or here); every page goes back to
-    // its pool: the arena's state is as before the call.
-    for (std::size_t slot = *first; slot < *first + count; ++slot) {
-      if (auto node = mapped.extract(slot); !node.empty()) {
-        mapped_bytes -= node.mapped().page.size();
-        node.mapped().mapping.reset();
-        pages.push_back(std::move(node.mapped().page));
-      }
-    }
-    return_pages();
-    throw;
-  }
-  address.committed = true;
-  return *first;
-}
-
-/// Moves up to `wanted` pages from the pool `from` into `out`; returns how many.
-std::size_t Arena::State::take_pooled(std::vector<PhysicalChunk>& from, std::size_t wanted,
-                                      std::vector<PhysicalChunk>& out) {
-  std::size_t const moved = std::min(wanted, from.size());
-  for (std::size_t i = 0; i < moved; ++i) {
-    out.push_back(std::move(from.back()));
-    from.pop_back();
-  }
-  return moved;
-}
-
-/// Releases pooled pages from `from` until `bytes` are given back or it is empty, so that
-/// memory idle in pages of one size does not stay held while pages of the other size are created.
-void Arena::State::release_pooled(std::vector<PhysicalChunk>& from, std::size_t bytes) {
-  for (std::size_t released = 0; released < bytes && !from.empty(); from.pop_back()) released += from.back().size();
-}
-
-/// Unmaps every page in [first, first + count) into its pool and frees the slots.
-void Arena::State::unmap_slots(std::size_t first, std::size_t count) {
-  for (std::size_t slot = first; slot < first + count;) {
-    auto node = mapped.extract(slot);
-    assert(!node.empty());
-    PhysicalChunk& p = node.mapped().page;
-    node.mapped().mapping.reset();
-    mapped_bytes -= p.size();
-    slot += p.size() / page;
-    (p.size() == page ? pool : large_pool).push_back(std::move(p));
-  }
-  unmapped.insert(first, count);
-}
-
-/// Unmaps up to `pages_wanted` small pages of `s`'s cached extents, and then its large-layout
-/// spans while more are wanted, into the pools; returns how many slots.
-std::size_t Arena::State::unmap_cached(StreamState& s, std::size_t pages_wanted) {
+std::size_t Arena::State::unmap_cached(StreamCache& s, std::size_t slots_wanted) {
   std::size_t done = 0;
-  while (done < pages_wanted && !s.cached.empty()) {
-    auto const [first, extent_pages] = *s.cached.extents().begin();
-    std::size_t const n = std::min(extent_pages, pages_wanted - done);
-    s.cached.erase(first, n);
-    unmap_slots(first, n);
-    done += n;
+  while (done < slots_wanted) {
+    auto const extent = caches.pop_extent(s, slots_wanted - done);
+    if (!extent) break;
+    pool.unmap(extent->first, extent->second);
+    done += extent->second;
     ++counters.reclaims;
   }
-  while (done < pages_wanted && !s.large_cached.empty()) {
-    auto const it = s.large_cached.begin();  // the smallest: its small pages are the most use
-    auto const [slots, first] = *it;
-    s.large_cached.erase(it);
-    unmap_slots(first, slots);
-    done += slots;
+  while (done < slots_wanted) {
+    auto const span = caches.pop_large_span(s);
+    if (!span) break;
+    pool.unmap(span->first, span->second);
+    done += span->second;
     ++counters.reclaims;
   }
   return done;
 }
 
-/// Unmaps all of `s`'s cached large-layout spans into the pools.
-void Arena::State::unmap_large_cached(StreamState& s) {
-  for (auto const& [slots, first] : s.large_cached) {
-    unmap_slots(first, slots);
+void Arena::State::unmap_large_spans(StreamCache& s) {
+  while (auto const span = caches.pop_large_span(s)) {
+    pool.unmap(span->first, span->second);
     ++counters.reclaims;
   }
-  s.large_cached.clear();
 }
 
-/// Unmaps every stream's cached memory (callers waited for every stream first).
-void Arena::State::unmap_all_cached() {
-  for (auto& s : streams) {
-    unmap_cached(*s, static_cast<std::size_t>(-1));
-    unmap_large_cached(*s);
-  }
+void Arena::State::throw_no_addresses(std::size_t slots) const {
+  ErrorDetails d;
+  d.call = "Arena::allocate";
+  d.context = "no free run of " + std::to_string(slots * pool.page_bytes()) + " bytes in the arena's " +
+              std::to_string(pool.range().size()) + " bytes of address space (largest free run " +
+              std::to_string(pool.largest_free_run() * pool.page_bytes()) +
+              " bytes); raise ArenaOptions::address_space_bytes";
+  throw OutOfMemory(std::move(d));
 }
 
-/// Unmaps slabs with no block in use (callers waited for every stream first).
-std::size_t Arena::State::unmap_empty_slabs() {
-  std::size_t released = 0;
-  for (auto it = slabs.begin(); it != slabs.end();) {
-    if (it->second.in_use != 0) {
-      ++it;
-      continue;
-    }
-    std::size_t const slot = it->first;
-    std::size_t const c = it->second.size_class;
-    Address const lo = slot_address(slot);
-    Address const hi = lo + page;
-    for (auto& s : streams) {
-      std::erase_if(s->free_blocks[c], [&](Address a) { return a >= lo && a < hi; });
-      std::erase(s->fresh_slabs[c], slot);
-    }
-    it = slabs.erase(it);
-    unmap_slots(slot, 1);
-    ++released;
-  }
-  return released;
-}
-
-// Small requests -------------------------------------------------------------------------------
-
-Address Arena::State::allocate_small(std::size_t c, StreamState& s) {
-  auto const hand_out = [&](Address a, Slab& slab) {
-    std::size_t const block = (a - slot_address((a - range.base()) / page)) / slab.block_bytes;
-    slab.allocated[block] = true;
-    ++slab.in_use;
-    return a;
-  };
-  auto const pop_free = [&] {
-    Address const a = s.free_blocks[c].back();
-    s.free_blocks[c].pop_back();
-    return hand_out(a, slabs.at((a - range.base()) / page));
-  };
-  auto const fresh_block = [&] {
-    std::size_t const slot = s.fresh_slabs[c].back();
-    Slab& slab = slabs.at(slot);
-    Address const a = slot_address(slot) + slab.handed_out * slab.block_bytes;
-    if (++slab.handed_out == slab.blocks) s.fresh_slabs[c].pop_back();
-    return hand_out(a, slab);
-  };
-  // 1. freed on this stream; 2. never used, in a slab this stream opened
-  if (!s.free_blocks[c].empty()) return pop_free();
-  if (!s.fresh_slabs[c].empty()) return fresh_block();
-  // 3. freed on another stream: this stream waits for that one on the device
-  for (auto& other : streams) {
-    if (other.get() == &s || other->free_blocks[c].empty()) continue;
-    make_stream_wait(s, *other);
-    s.free_blocks[c].swap(other->free_blocks[c]);
-    return pop_free();
-  }
-  // 4. a new slab of one page
-  std::size_t const block_bytes = size_classes[c];
-  std::size_t const blocks = page / block_bytes;
-  Slab slab{c, block_bytes, blocks, 0, 0, std::vector<bool>(blocks, false)};
-  s.fresh_slabs[c].reserve(1);
-  std::size_t const slot = take_pages(1, s);
-  try {
-    slabs.emplace(slot, std::move(slab));
-  } catch (...) {
-    s.cached.insert(slot, 1);
-    throw;
-  }
-  s.fresh_slabs[c].push_back(slot);
-  return fresh_block();
-}
-
-void Arena::State::deallocate_small(Address a, std::size_t bytes, StreamState& s) {
-  auto const it = slabs.find((a - range.base()) / page);
-  if (it == slabs.end()) {
-    throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(a) + " was not allocated by this arena");
-  }
-  Slab& slab = it->second;
-  std::size_t const offset = a - slot_address(it->first);
-  std::size_t const block = offset / slab.block_bytes;
-  if (offset % slab.block_bytes != 0 || block >= slab.handed_out || !slab.allocated[block]) {
-    throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(a) +
-                                                    " is not a live allocation of this arena (freed twice?)");
-  }
-  if (bytes > slab.block_bytes || size_class_of(bytes, min_block_bytes) != slab.size_class) {
-    throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size that was allocated at " +
-                                                    std::to_string(a));
-  }
-  s.free_blocks[slab.size_class].reserve(s.free_blocks[slab.size_class].size() + 1);
-  slab.allocated[block] = false;
-  --slab.in_use;
-  s.free_blocks[slab.size_class].push_back(a);
+void Arena::State::throw_out_of_memory(const PagePool::Span& span) const {
+  ErrorDetails d;
+  d.call = "Arena::allocate";
+  d.context = "no physical memory for " + std::to_string(span.missing_bytes()) + " more bytes on device " +
+              std::to_string(options.device) + " after reclaiming every cached page (the arena holds " +
+              std::to_string(pool.physical_bytes()) + " bytes" +
+              (options.byte_limit != 0 ? ", byte_limit " + std::to_string(options.byte_limit) : std::string()) +
+              "; the pages created for this request were released)";
+  throw OutOfMemory(std::move(d));
 }
 
 void Arena::State::update_peaks() noexcept {
-  set_current(counters.bytes_mapped, mapped_bytes);
-  set_current(counters.bytes_physical, physical_bytes());
+  set_current(counters.bytes_mapped, pool.mapped_bytes());
+  set_current(counters.bytes_physical, pool.physical_bytes());
 }
 
 // The public face ------------------------------------------------------------------------------
@@ -603,16 +321,17 @@ Arena::~Arena() = default;
 
 void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
   State& st = *state_;
-  if (alignment == 0 || !std::has_single_bit(alignment) || alignment > st.page) {
+  if (alignment == 0 || !std::has_single_bit(alignment) || alignment > st.pool.page_bytes()) {
     throw_invalid_argument("Arena::allocate", "alignment " + std::to_string(alignment) +
-                                                  " is not a power of two up to the page size " + std::to_string(st.page));
+                                                  " is not a power of two up to the page size " +
+                                                  std::to_string(st.pool.page_bytes()));
   }
   if (bytes == 0) return nullptr;
-  if (bytes > st.range.size()) {
+  if (bytes > st.pool.range().size()) {
     ErrorDetails d;
     d.call = "Arena::allocate";
     d.context = std::to_string(bytes) + " bytes is more than the arena's whole address space (" +
-                std::to_string(st.range.size()) + " bytes)";
+                std::to_string(st.pool.range().size()) + " bytes)";
     throw OutOfMemory(std::move(d));
   }
   std::lock_guard const held(st.lock);
@@ -620,24 +339,19 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
     State& st;
     ~RefreshMappedBytes() { st.update_peaks(); }
   } const refresh{st};
-  State::StreamState& s = st.stream_state(stream);
+  StreamCache& s = st.caches.get(stream);
   Address address = 0;
-  if (auto const c = st.size_class_of(bytes, alignment)) {
-    address = st.allocate_small(*c, s);
+  if (auto const c = st.slabs.class_for(bytes, alignment)) {
+    address = st.allocate_block(*c, bytes, s);
   } else {
-    std::size_t const pages = st.pages_for(bytes);
-    st.live_spans.reserve(st.live_spans.size() + 1);
-    std::size_t const first = st.take_pages(pages, s);
-    address = st.slot_address(first);
-    bool const large = st.large_layout(pages);
+    std::size_t const pages = (bytes + st.pool.page_bytes() - 1) / st.pool.page_bytes();
+    std::size_t const first = st.obtain_pages(pages, s);
+    address = st.pool.slot_address(first);
+    bool const large = st.pool.large_layout(pages);
     try {
       st.live_spans.emplace(address, State::LiveSpan{first, pages, bytes, large});
     } catch (...) {
-      if (large) {
-        s.large_cached.emplace(pages, first);
-      } else {
-        s.cached.insert(first, pages);
-      }
+      st.caches.put_pages(s, first, pages, large);
       throw;
     }
   }
@@ -650,25 +364,22 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
   if (p == nullptr) return;
   State& st = *state_;
   auto const address = reinterpret_cast<Address>(p);
-  if (address < st.range.base() || address >= st.range.end()) {
+  if (address < st.pool.range().base() || address >= st.pool.range().end()) {
     throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(address) + " is outside the arena");
   }
   std::lock_guard const held(st.lock);
-  State::StreamState& s = st.stream_state(stream);
   if (auto const span = st.live_spans.find(address); span != st.live_spans.end()) {
-    if (span->second.bytes != bytes) {
+    State::LiveSpan const live = span->second;
+    if (live.bytes != bytes) {
       throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
-                                                      std::to_string(address) + " (" +
-                                                      std::to_string(span->second.bytes) + ")");
+                                                      std::to_string(address) + " (" + std::to_string(live.bytes) +
+                                                      ")");
     }
-    if (span->second.large_layout) {
-      s.large_cached.emplace(span->second.pages, span->second.first);
-    } else {
-      s.cached.insert(span->second.first, span->second.pages);
-    }
+    StreamCache& s = st.caches.get(stream);  // registered only once the free is known to be right
+    st.caches.put_pages(s, live.first, live.pages, live.large_layout);
     st.live_spans.erase(span);
   } else {
-    st.deallocate_small(address, bytes, s);
+    st.deallocate_block(address, bytes, stream);
   }
   st.counters.bytes_requested.current -= bytes;
   st.counters.allocations.current -= 1;
@@ -677,12 +388,8 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
 std::size_t Arena::trim() {
   State& st = *state_;
   std::lock_guard const held(st.lock);
-  st.wait_for_all_streams();
-  st.unmap_empty_slabs();
-  st.unmap_all_cached();
-  std::size_t const released = st.pool.size() * st.page + st.large_pool.size() * st.large_page;
-  st.pool.clear();
-  st.large_pool.clear();
+  st.reclaim_everything();
+  std::size_t const released = st.pool.release_all_pooled();
   st.update_peaks();
   return released;
 }
@@ -690,31 +397,19 @@ std::size_t Arena::trim() {
 void Arena::release_stream(Stream stream) {
   State& st = *state_;
   std::lock_guard const held(st.lock);
-  auto const known = [&] {
-    return std::find_if(st.streams.begin(), st.streams.end(), [&](auto const& s) { return s->stream == stream; });
-  };
-  if (known() == st.streams.end()) return;
+  StreamCache* const gone = st.caches.find(stream);
+  if (gone == nullptr) return;
   // The default stream never goes away; what other streams leave behind goes to it.
-  State::StreamState& heir = st.stream_state(nullptr);
-  auto const it = known();
-  State::StreamState& gone = **it;
-  st.wait_for(gone);
+  StreamCache& heir = st.caches.get(nullptr);
+  st.wait_for(*gone);
   // Its work is done, so what it freed is safe for any stream: cached extents are unmapped (any
   // stream may stitch their pages), free blocks and open slabs pass to the heir.
-  st.unmap_cached(gone, static_cast<std::size_t>(-1));
-  st.unmap_large_cached(gone);
-  if (&gone == &heir) {
-    st.update_peaks();
-    return;
+  st.unmap_cached(*gone, static_cast<std::size_t>(-1));
+  st.unmap_large_spans(*gone);
+  if (gone != &heir) {
+    st.caches.hand_on(*gone, heir);
+    st.caches.forget(*gone);
   }
-  for (std::size_t c = 0; c < st.size_classes.size(); ++c) {
-    auto& blocks = heir.free_blocks[c];
-    blocks.insert(blocks.end(), gone.free_blocks[c].begin(), gone.free_blocks[c].end());
-    auto& fresh = heir.fresh_slabs[c];
-    fresh.insert(fresh.end(), gone.fresh_slabs[c].begin(), gone.fresh_slabs[c].end());
-  }
-  st.order->destroy_marker(gone.marker);
-  st.streams.erase(it);
   st.update_peaks();
 }
 
@@ -727,21 +422,18 @@ ArenaStats Arena::stats() const {
   s.maps = st.calls.calls(BackendOp::map);
   s.unmaps = st.calls.calls(BackendOp::unmap);
   s.access_calls = st.calls.calls(BackendOp::set_access);
-  std::size_t cached_pages = 0;
-  std::size_t largest = 0;
-  for (auto const& stream : st.streams) {
-    cached_pages += stream->cached.pages();
-    largest = std::max(largest, stream->cached.largest());
-  }
-  s.fragmentation = cached_pages == 0 ? 0.0 : 1.0 - static_cast<double>(largest) / static_cast<double>(cached_pages);
+  s.streams = st.caches.size();
+  std::size_t const cached = st.caches.cached_pages();
+  s.fragmentation =
+      cached == 0 ? 0.0 : 1.0 - static_cast<double>(st.caches.largest_extent()) / static_cast<double>(cached);
   return s;
 }
 
 Backend& Arena::backend() const noexcept { return state_->calls.inner(); }
 int Arena::device() const noexcept { return state_->options.device; }
-std::size_t Arena::page_bytes() const noexcept { return state_->page; }
-std::size_t Arena::large_page_bytes() const noexcept { return state_->large_page; }
-std::size_t Arena::small_max_bytes() const noexcept { return state_->small_max; }
-std::size_t Arena::address_space_bytes() const noexcept { return state_->range.size(); }
+std::size_t Arena::page_bytes() const noexcept { return state_->pool.page_bytes(); }
+std::size_t Arena::large_page_bytes() const noexcept { return state_->pool.large_page_bytes(); }
+std::size_t Arena::small_max_bytes() const noexcept { return state_->slabs.small_max(); }
+std::size_t Arena::address_space_bytes() const noexcept { return state_->pool.range().size(); }
 
 }  // namespace cuvmm

@@ -67,17 +67,28 @@ class ExtentSet {
     return found.first;
   }
 
-  /// As take(), for a run whose first page is a multiple of `alignment` (> 0): the best-fitting
-  /// extent that holds such a run; its pages before and after the run stay in the set.
+  /// As take(), for a run whose first page is a multiple of `alignment` (> 0): among the few
+  /// best-fitting extents one that holds such a run, else the smallest extent that surely does
+  /// (count + alignment - 1 pages); its pages before and after the run stay in the set. O(log n).
   std::optional<std::size_t> take_aligned(std::size_t count, std::size_t alignment) {
-    for (auto fit = by_size_.lower_bound({count, 0}); fit != by_size_.end(); ++fit) {
-      std::size_t const first = (fit->second + alignment - 1) / alignment * alignment;
-      if (first + count <= fit->second + fit->first) {
-        erase(first, count);
-        return first;
+    constexpr int best_fits_tried = 8;
+    auto const aligned_in = [&](std::size_t first, std::size_t pages) -> std::optional<std::size_t> {
+      std::size_t const start = (first + alignment - 1) / alignment * alignment;
+      if (start + count <= first + pages) return start;
+      return std::nullopt;
+    };
+    auto fit = by_size_.lower_bound({count, 0});
+    for (int tried = 0; fit != by_size_.end() && tried < best_fits_tried; ++fit, ++tried) {
+      if (auto const start = aligned_in(fit->second, fit->first)) {
+        erase(*start, count);
+        return start;
       }
     }
-    return std::nullopt;
+    fit = by_size_.lower_bound({count + alignment - 1, 0});
+    if (fit == by_size_.end()) return std::nullopt;
+    std::size_t const start = *aligned_in(fit->second, fit->first);
+    erase(start, count);
+    return start;
   }
 
   /// Removes [first, first + count), which must lie inside one extent of the set.

@@ -1,6 +1,6 @@
 // FaultInjectingBackend: forwards every call to an inner backend, and fails one chosen call.
 //
-// What it owns: nothing but its counters. The inner backend owns every object; this wrapper never
+// What it owns: nothing but its arming state (CountingBackend, its base, counts and forwards). The inner backend owns every object; this wrapper never
 // holds a handle, so a failure it injects cannot leak anything by itself: it throws before the
 // inner backend is reached, exactly as a driver call that failed without side effects.
 //
@@ -10,7 +10,8 @@
 // they are counted and forwarded, never failed. granularity() and memory_info() are queries, not
 // BackendOps: they are forwarded uncounted.
 //
-// Thread-safety: one mutex guards the counters and the arming state; the inner call runs outside it.
+// Thread-safety: one mutex guards the arming state; the counters are atomic; the inner call runs
+// outside the lock.
 #include <cuvmm/fault_injecting_backend.hpp>
 
 #include <string>
@@ -64,23 +65,10 @@ bool FaultInjectingBackend::fired() const noexcept {
   return fired_;
 }
 
-std::size_t FaultInjectingBackend::calls(BackendOp op) const noexcept {
-  std::lock_guard lock(mutex_);
-  return index_of(op) < backend_op_count ? calls_[index_of(op)] : 0;
-}
-
-std::size_t FaultInjectingBackend::total_calls() const noexcept {
-  std::lock_guard lock(mutex_);
-  std::size_t total = 0;
-  for (std::size_t count : calls_) total += count;
-  return total;
-}
-
-void FaultInjectingBackend::on_call(BackendOp op) const {
+void FaultInjectingBackend::before_call(BackendOp op) const {
   Failure failure{};
   {
     std::lock_guard lock(mutex_);
-    ++calls_[index_of(op)];
     if (fail_at_ == 0 || !armed_ops_[index_of(op)]) return;
     // One shot: the counter moves past fail_at_ and never meets it again.
     if (++calls_since_arming_ != fail_at_) return;
@@ -94,72 +82,6 @@ void FaultInjectingBackend::on_call(BackendOp op) const {
   details.context = "injected fault";
   if (failure == Failure::out_of_memory) throw OutOfMemory(std::move(details));
   throw Error(std::move(details));
-}
-
-std::size_t FaultInjectingBackend::granularity(const ChunkProperties& props, GranularityKind kind) const {
-  return inner_->granularity(props, kind);
-}
-
-Backend::MemoryInfo FaultInjectingBackend::memory_info(int device) const { return inner_->memory_info(device); }
-
-Address FaultInjectingBackend::reserve(std::size_t size, std::size_t alignment) {
-  on_call(BackendOp::reserve);
-  return inner_->reserve(size, alignment);
-}
-
-void FaultInjectingBackend::free_range(Address base, std::size_t size) noexcept {
-  on_call(BackendOp::free_range);  // counts only: releasing operations are never armed
-  inner_->free_range(base, size);
-}
-
-ChunkHandle FaultInjectingBackend::create_chunk(std::size_t size, const ChunkProperties& props) {
-  on_call(BackendOp::create_chunk);
-  return inner_->create_chunk(size, props);
-}
-
-void FaultInjectingBackend::release_chunk(ChunkHandle chunk) noexcept {
-  on_call(BackendOp::release_chunk);
-  inner_->release_chunk(chunk);
-}
-
-ChunkInfo FaultInjectingBackend::chunk_info(ChunkHandle chunk) const {
-  on_call(BackendOp::chunk_info);
-  return inner_->chunk_info(chunk);
-}
-
-void FaultInjectingBackend::map(Address address, std::size_t size, ChunkHandle chunk) {
-  on_call(BackendOp::map);
-  inner_->map(address, size, chunk);
-}
-
-void FaultInjectingBackend::unmap(Address address, std::size_t size) noexcept {
-  on_call(BackendOp::unmap);
-  inner_->unmap(address, size);
-}
-
-void FaultInjectingBackend::set_access(Address address, std::size_t size, std::span<const AccessGrant> grants) {
-  on_call(BackendOp::set_access);
-  inner_->set_access(address, size, grants);
-}
-
-UniqueFd FaultInjectingBackend::export_posix_fd(ChunkHandle chunk) {
-  on_call(BackendOp::export_posix_fd);
-  return inner_->export_posix_fd(chunk);
-}
-
-ChunkHandle FaultInjectingBackend::import_posix_fd(int fd, std::size_t size) {
-  on_call(BackendOp::import_posix_fd);
-  return inner_->import_posix_fd(fd, size);
-}
-
-FabricHandle FaultInjectingBackend::export_fabric(ChunkHandle chunk) {
-  on_call(BackendOp::export_fabric);
-  return inner_->export_fabric(chunk);
-}
-
-ChunkHandle FaultInjectingBackend::import_fabric(const FabricHandle& handle, std::size_t size) {
-  on_call(BackendOp::import_fabric);
-  return inner_->import_fabric(handle, size);
 }
 
 }  // namespace cuvmm

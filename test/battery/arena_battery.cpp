@@ -499,3 +499,151 @@ TEST_CASE("compression is granted, or refused with Unsupported when required, or
   }
   CHECK(backend.live_counts().chunks == before.chunks);
 }
+
+// --- issue #15: memory held after a failure, wrong sizes, streams, alignment -----------------------
+
+TEST_CASE("a request refused at the byte limit gives back every page it created", "[arena][battery][failure]") {
+  auto memory = make_battery_memory();
+  Backend& backend = memory->backend();
+  ArenaOptions options = memory->options();
+  std::size_t const page = Arena(backend, options).page_bytes();
+  options.byte_limit = 6 * page;
+  options.large_page_bytes = 0;  // small pages only: the limit refuses the fifth new page exactly
+  Arena arena(backend, options);
+  Stream const stream = memory->new_stream();
+  void* held = arena.allocate(2 * page, stream);
+  ArenaStats const before = arena.stats();
+  std::size_t const chunks_before = backend.live_counts().chunks;
+  REQUIRE(before.bytes_physical.current == 2 * page);
+
+  CHECK_THROWS_AS(arena.allocate(5 * page, stream), OutOfMemory);  // 4 pages fit under the limit, 5 do not
+  ArenaStats const after = arena.stats();
+  CHECK(after.bytes_physical.current == 2 * page);
+  CHECK(after.bytes_mapped.current == 2 * page);
+  CHECK(backend.live_counts().chunks == chunks_before);
+  CHECK(after.chunks_released == after.chunks_created - 2);  // every page created for it was released
+  CHECK(after.allocations.current == 1);
+  CHECK(after.bytes_requested.current == before.bytes_requested.current);
+  // The arena goes on: what fits is served.
+  void* fits = arena.allocate(4 * page, stream);
+  CHECK(arena.stats().bytes_physical.current == 6 * page);
+  arena.deallocate(fits, 4 * page, stream);
+  arena.deallocate(held, 2 * page, stream);
+}
+
+TEST_CASE("a request larger than the free memory gives back every page it created", "[arena][battery][failure]") {
+  auto memory = make_battery_memory();
+  Backend& backend = memory->backend();
+  Arena arena(backend, memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  void* held = arena.allocate(3 * page, stream);
+  memory->write_pattern(held, 3 * page, 31, stream);
+  memory->synchronize(stream);
+  ArenaStats const before = arena.stats();
+  std::size_t const chunks_before = backend.live_counts().chunks;
+  std::size_t const free_before = memory->free_bytes();
+  std::size_t const too_much = (free_before / page + 2) * page;
+  REQUIRE(too_much < arena.address_space_bytes());
+
+  CHECK_THROWS_AS(arena.allocate(too_much, stream), OutOfMemory);
+  ArenaStats const after = arena.stats();
+  CHECK(after.bytes_physical.current == before.bytes_physical.current);
+  CHECK(after.bytes_mapped.current == before.bytes_mapped.current);
+  CHECK(backend.live_counts().chunks == chunks_before);
+  CHECK(memory->free_bytes() >= free_before);  // the rest of the process gets its memory back at once
+  CHECK(after.allocations.current == 1);
+  CHECK(memory->mismatches(held, 3 * page, 31, stream) == 0);
+  arena.deallocate(held, 3 * page, stream);
+}
+
+TEST_CASE("a request that fails at a later backend call gives back the pages it created", "[arena][battery][failure]") {
+  auto memory = make_battery_memory();
+  FaultInjectingBackend faulty(memory->backend());
+  ArenaOptions options = memory->options();
+  options.large_page_bytes = 0;
+  Arena arena(faulty, options);
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  void* held = arena.allocate(page, stream);
+  std::size_t const chunks_before = memory->backend().live_counts().chunks;
+  for (BackendOp op : {BackendOp::create_chunk, BackendOp::map, BackendOp::set_access}) {
+    INFO("failing " << to_string(op));
+    faulty.fail_nth(op == BackendOp::set_access ? 1 : 3, {op});
+    CHECK_THROWS_AS(arena.allocate(4 * page, stream), Error);
+    CHECK(faulty.fired());
+    CHECK(arena.stats().bytes_physical.current == page);
+    CHECK(arena.stats().bytes_mapped.current == page);
+    CHECK(memory->backend().live_counts().chunks == chunks_before);
+    CHECK(memory->backend().live_counts().bytes_mapped == page);
+  }
+  faulty.disarm();
+  arena.deallocate(held, page, stream);
+}
+
+TEST_CASE("a free with a size other than the one allocated is refused even within one size class",
+          "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  void* p = arena.allocate(300, stream);  // the 512-byte class
+  void* q = arena.allocate(1000, stream);  // the 1024-byte class
+  ArenaStats const before = arena.stats();
+  CHECK_THROWS_WITH(arena.deallocate(p, 512, stream), ContainsSubstring("not the size that was allocated"));
+  CHECK_THROWS_WITH(arena.deallocate(p, 299, stream), ContainsSubstring("not the size that was allocated"));
+  CHECK_THROWS_WITH(arena.deallocate(q, 1024, stream), ContainsSubstring("not the size that was allocated"));
+  ArenaStats const after = arena.stats();
+  CHECK(after.bytes_requested.current == 1300);
+  CHECK(after.bytes_requested.current == before.bytes_requested.current);
+  CHECK(after.allocations.current == 2);
+  arena.deallocate(p, 300, stream);  // the right size is still accepted
+  arena.deallocate(q, 1000, stream);
+  CHECK(arena.stats().bytes_requested.current == 0);
+  CHECK(arena.stats().allocations.current == 0);
+}
+
+TEST_CASE("a refused free on a stream the arena has not seen does not register that stream", "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  void* p = arena.allocate(300, stream);
+  CHECK(arena.stats().streams == 1);
+  Stream const stranger = memory->new_stream();
+  CHECK_THROWS_AS(arena.deallocate(p, 512, stranger), Error);
+  CHECK_THROWS_AS(arena.deallocate(static_cast<std::byte*>(p) + 256, 300, stranger), Error);
+  CHECK(arena.stats().streams == 1);
+  arena.deallocate(p, 300, stranger);  // a right free registers it
+  CHECK(arena.stats().streams == 2);
+  arena.release_stream(stranger);  // forgotten; its free block passes to the default stream
+  CHECK(arena.stats().streams == 2);
+  void* again = arena.allocate(300, nullptr);
+  CHECK(again == p);
+  arena.deallocate(again, 300, nullptr);
+}
+
+TEST_CASE("a small request with an alignment a slab can honour shares a slab instead of taking a page",
+          "[arena][battery]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  auto* p = static_cast<std::byte*>(arena.allocate(1, stream, 4096));
+  auto* q = static_cast<std::byte*>(arena.allocate(1, stream, 4096));
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % 4096 == 0);
+  CHECK(q == p + 4096);  // one 4 KiB block each, in one slab page
+  CHECK(arena.stats().bytes_mapped.current == page);
+  // Up to small_max_bytes() the alignment is honoured by a block size that is a multiple of it.
+  std::size_t const quarter = page / 4;
+  auto* r = static_cast<std::byte*>(arena.allocate(100, stream, quarter));
+  auto* t = static_cast<std::byte*>(arena.allocate(100, stream, quarter));
+  CHECK(reinterpret_cast<std::uintptr_t>(r) % quarter == 0);
+  CHECK(t == r + quarter);
+  CHECK(arena.stats().bytes_mapped.current == 2 * page);
+  memory->write_pattern(p, 4, 1, stream);
+  memory->write_pattern(r, 100 / 4 * 4, 2, stream);
+  CHECK(memory->mismatches(p, 4, 1, stream) == 0);
+  CHECK(memory->mismatches(r, 100 / 4 * 4, 2, stream) == 0);
+  CHECK_THROWS_WITH(arena.deallocate(p, 4096, stream), ContainsSubstring("not the size that was allocated"));
+  for (auto [x, n] : {std::pair{p, 1}, {q, 1}, {r, 100}, {t, 100}}) arena.deallocate(x, static_cast<std::size_t>(n), stream);
+  CHECK(arena.stats().allocations.current == 0);
+}

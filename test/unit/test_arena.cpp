@@ -4,7 +4,9 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
@@ -177,6 +179,7 @@ TEST_CASE("a failure at any backend call leaves the arena as it was and leaks no
             CHECK(host.live_counts().bytes_mapped <= counts_before.bytes_mapped);
             CHECK(after.bytes_mapped.current == host.live_counts().bytes_mapped);
             CHECK(after.bytes_physical.current == host.live_counts().bytes_physical);
+            CHECK(after.bytes_physical.current <= before.bytes_physical.current);  // created pages given back
             break;
           }
         }
@@ -211,4 +214,109 @@ TEST_CASE("page sizes that do not fit the granularity are refused", "[arena]") {
   options.large_page_bytes = 3 * host_page;
   CHECK_THROWS_WITH(Arena(host, options), Catch::Matchers::ContainsSubstring("not a power of two multiple"));
   CHECK(host.live_counts() == LiveCounts{});
+}
+
+// --- cost per operation as the arena grows (issue #15.3, #15.5) -----------------------------------
+//
+// Counted in time ratios between sizes, not absolute times: the median cost of a batch of 1024
+// operations at each size is compared with the median at 1k live blocks. An O(log n) or amortized
+// O(1) arena stays within a small factor; the old per-free reallocation (O(n) per free) and the
+// linear stream scan did not. A size whose operations already cost more than the bound stops the
+// test there (the old code would otherwise take hours at 1M).
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Seconds per operation of `op(i)` over [0, n), in batches of 1024: one sample per batch. Stops
+/// early (returning false) once the phase has taken `budget` seconds.
+template <class Op>
+bool time_batches(std::size_t n, std::vector<double>& samples, double budget, Op&& op) {
+  constexpr std::size_t batch = 1024;
+  auto const begin = Clock::now();
+  for (std::size_t start = 0; start < n; start += batch) {
+    std::size_t const end = std::min(n, start + batch);
+    auto const t0 = Clock::now();
+    for (std::size_t i = start; i < end; ++i) op(i);
+    auto const t1 = Clock::now();
+    samples.push_back(std::chrono::duration<double>(t1 - t0).count() / static_cast<double>(end - start));
+    if (std::chrono::duration<double>(t1 - begin).count() > budget) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("allocating and freeing small blocks costs the same per call at 1k and at 1M live blocks",
+          "[arena][scaling]") {
+  HostBackend host({.granularity = 1 * MiB, .physical_limit = 1 * GiB});
+  ArenaOptions options;
+  options.address_space_bytes = 2 * GiB;
+  options.large_page_bytes = 0;
+  Arena arena(host, options);
+  constexpr std::size_t block = 256;
+  constexpr double bound = 8.0;           // median cost per call at n / at 1k, per phase
+  constexpr double floor_seconds = 2e-7;  // below this a ratio is timer noise
+  constexpr int phases = 4;               // allocate n, free them, allocate n again, free in reverse
+  std::vector<void*> live;
+  std::array<double, phases> baseline{};
+  for (std::size_t n : {std::size_t{1} << 10, std::size_t{1} << 13, std::size_t{1} << 16, std::size_t{1} << 20}) {
+    std::array<std::vector<double>, phases> samples;
+    int const rounds = n == 1024 ? 32 : 1;  // enough batches at 1k for a stable median
+    // A phase that already took 4x what the bound allows (and at least 2 s, for a loaded machine)
+    // stops there: the old code would have taken hours at 1M.
+    auto const budget = [&](int phase) {
+      return n == 1024 ? 60.0 : std::max(2.0, 4.0 * static_cast<double>(n) * (bound * baseline[phase] + floor_seconds));
+    };
+    bool finished = true;
+    for (int round = 0; round < rounds && finished; ++round) {
+      live.assign(n, nullptr);
+      finished = time_batches(n, samples[0], budget(0), [&](std::size_t i) { live[i] = arena.allocate(block, nullptr); }) &&
+                 time_batches(n, samples[1], budget(1), [&](std::size_t i) { arena.deallocate(live[i], block, nullptr); }) &&
+                 time_batches(n, samples[2], budget(2), [&](std::size_t i) { live[i] = arena.allocate(block, nullptr); }) &&
+                 time_batches(n, samples[3], budget(3), [&](std::size_t i) { arena.deallocate(live[n - 1 - i], block, nullptr); });
+    }
+    for (int phase = 0; phase < phases; ++phase) {
+      double const cost = median(samples[phase]);
+      if (n == 1024) baseline[phase] = cost;
+      INFO("live blocks " << n << ", phase " << phase << ": median seconds per call " << cost << ", at 1k "
+                          << baseline[phase] << (finished ? "" : " (stopped: over the time budget)"));
+      REQUIRE(finished);
+      REQUIRE(cost <= bound * baseline[phase] + floor_seconds);
+    }
+  }
+  ArenaStats const s = arena.stats();
+  CHECK(s.allocations.current == 0);
+  CHECK(s.allocations.total == 2 * (32 * 1024 + (std::size_t{1} << 13) + (std::size_t{1} << 16) + (std::size_t{1} << 20)));
+  CHECK(s.bytes_mapped.current == (std::size_t{1} << 20) * block);  // 1M blocks of slabs, cached
+}
+
+TEST_CASE("an allocation and free costs the same per call with 10 streams and with 40k streams known",
+          "[arena][scaling]") {
+  auto const pair_cost = [](std::size_t streams) {
+    HostBackend host({.granularity = 64 * KiB, .physical_limit = 1 * GiB});
+    ArenaOptions options;
+    options.address_space_bytes = 4 * GiB;
+    Arena arena(host, options);
+    for (std::size_t i = 1; i <= streams; ++i) {  // each stream frees a block into the arena
+      auto const stream = reinterpret_cast<Stream>(i * 64);
+      arena.deallocate(arena.allocate(300, stream), 300, stream);
+    }
+    REQUIRE(arena.stats().streams == streams);
+    auto const mine = reinterpret_cast<Stream>((streams + 1) * 64);
+    std::vector<double> samples;
+    for (int round = 0; round < 16; ++round) {
+      time_batches(1024, samples, 60.0, [&](std::size_t) { arena.deallocate(arena.allocate(5000, mine), 5000, mine); });
+    }
+    return median(samples);
+  };
+  double const few = pair_cost(10);
+  double const many = pair_cost(40000);
+  INFO("median seconds per pair: 10 streams " << few << ", 40k streams " << many);
+  CHECK(many <= 8.0 * few + 2e-7);
 }

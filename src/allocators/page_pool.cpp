@@ -1,0 +1,207 @@
+// PagePool: the Arena's slots and pages (see page_pool.hpp for what it owns and its invariants).
+//
+// Never does: wait for a stream, look at a cache, or keep a page created for a Span that failed.
+// Cost: take_slots and unmap are O(log n) in the free extents plus O(pages) touched; pooling and
+// releasing are O(pages moved).
+#include "allocators/page_pool.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <new>
+#include <utility>
+
+#include <cuvmm/error.hpp>
+
+namespace cuvmm::detail {
+
+PagePool::PagePool(Backend& backend, PagePoolOptions options)
+    : backend_(&backend), options_(std::move(options)) {
+  if (options_.large_page != 0) slots_per_large_ = options_.large_page / options_.page;
+  std::size_t const alignment = options_.large_page != 0 ? options_.large_page : options_.page;
+  range_ = AddressRange(*backend_, options_.address_space, alignment);
+  free_slots_.insert(0, options_.address_space / options_.page);
+}
+
+PagePool::~PagePool() {
+  mapped_.clear();  // unmaps, then releases
+  small_pool_.clear();
+  large_pool_.clear();
+}
+
+std::size_t PagePool::pooled_bytes() const noexcept {
+  return small_pool_.size() * options_.page + large_pool_.size() * options_.large_page;
+}
+
+void PagePool::park(PhysicalChunk page) noexcept {
+  try {
+    pool(page.size() == options_.page ? Size::small : Size::large).push_back(std::move(page));
+  } catch (const std::bad_alloc&) {
+    release(std::move(page));
+  }
+}
+
+void PagePool::release(PhysicalChunk page) noexcept {
+  physical_bytes_ -= page.size();
+  // `page` dies here: the chunk goes back to the backend.
+}
+
+std::size_t PagePool::release_pooled(Size size, std::size_t bytes) noexcept {
+  auto& from = pool(size);
+  std::size_t released = 0;
+  while (released < bytes && !from.empty()) {
+    released += from.back().size();
+    release(std::move(from.back()));
+    from.pop_back();
+  }
+  return released;
+}
+
+std::size_t PagePool::release_all_pooled() noexcept {
+  std::size_t const bytes = pooled_bytes();
+  release_pooled(Size::small, bytes);
+  release_pooled(Size::large, bytes);
+  return bytes;
+}
+
+std::optional<PagePool::Span> PagePool::take_slots(std::size_t slots) {
+  auto const first = large_layout(slots) ? free_slots_.take_aligned(slots, slots_per_large_) : free_slots_.take(slots);
+  if (!first) return std::nullopt;
+  return std::optional<Span>(std::in_place, *this, *first, slots);
+}
+
+void PagePool::unmap(std::size_t first, std::size_t count) {
+  for (std::size_t slot = first; slot < first + count;) {
+    auto node = mapped_.extract(slot);
+    assert(!node.empty());
+    PhysicalChunk& page = node.mapped().page;
+    node.mapped().mapping.reset();
+    mapped_bytes_ -= page.size();
+    slot += page.size() / options_.page;
+    park(std::move(page));
+  }
+  free_slots_.insert(first, count);
+}
+
+// Span -------------------------------------------------------------------------------------------
+
+PagePool::Span::Span(PagePool& pool, std::size_t first, std::size_t slots) noexcept
+    : pool_(&pool), first_(first), slots_(slots) {
+  large_wanted_ = pool.large_layout(slots) ? slots / pool.slots_per_large_ : 0;
+  small_wanted_ = slots - large_wanted_ * pool.slots_per_large_;
+}
+
+PagePool::Span::Span(Span&& other) noexcept
+    : pool_(other.pool_), first_(other.first_), slots_(other.slots_), large_wanted_(other.large_wanted_),
+      small_wanted_(other.small_wanted_), large_(std::move(other.large_)), small_(std::move(other.small_)),
+      committed_(std::exchange(other.committed_, true)) {}
+
+PagePool::Span::~Span() {
+  if (committed_) return;
+  for (auto* pages : {&large_, &small_}) {
+    for (Page& p : *pages) {
+      if (!p.chunk) continue;
+      if (p.created) {
+        pool_->release(std::move(p.chunk));
+      } else {
+        pool_->park(std::move(p.chunk));
+      }
+    }
+  }
+  pool_->free_slots_.insert(first_, slots_);
+}
+
+std::size_t PagePool::Span::missing_bytes() const noexcept {
+  return large_missing() * pool_->options_.large_page + small_missing() * pool_->options_.page;
+}
+
+void PagePool::Span::take_pooled() {
+  for (auto [size, pages, missing] : {std::tuple{Size::large, &large_, large_missing()},
+                                      std::tuple{Size::small, &small_, small_missing()}}) {
+    auto& from = pool_->pool(size);
+    pages->reserve(pages->size() + std::min(missing, from.size()));
+    for (; missing > 0 && !from.empty(); --missing) {
+      pages->push_back(Page{std::move(from.back()), false});
+      from.pop_back();
+    }
+  }
+}
+
+void PagePool::Span::release_idle_other_size() noexcept {
+  if (large_missing() > 0) pool_->release_pooled(Size::small, large_missing() * pool_->options_.large_page);
+  if (small_missing() > 0) pool_->release_pooled(Size::large, small_missing() * pool_->options_.page);
+}
+
+bool PagePool::Span::create_one(Size size) {
+  std::size_t const bytes = size == Size::small ? pool_->options_.page : pool_->options_.large_page;
+  if (pool_->options_.byte_limit != 0 && pool_->physical_bytes_ + bytes > pool_->options_.byte_limit) return false;
+  auto& pages = size == Size::small ? small_ : large_;
+  if (pages.size() == pages.capacity()) pages.reserve(2 * pages.size() + 1);
+  PhysicalChunk created;
+  try {
+    created = PhysicalChunk(*pool_->backend_, bytes, pool_->options_.props);
+  } catch (const OutOfMemory&) {
+    return false;
+  }
+  check_compression(created, pool_->options_.compression);  // Unsupported: released as it unwinds
+  pool_->physical_bytes_ += bytes;
+  pages.push_back(Page{std::move(created), true});  // capacity reserved above: cannot throw
+  return true;
+}
+
+void PagePool::Span::create() {
+  while (large_missing() > 0 && create_one(Size::large)) {
+  }
+  if (large_missing() > 0) {  // the device (or the limit) gives no more large pages: small ones instead
+    small_wanted_ += large_missing() * pool_->slots_per_large_;
+    large_wanted_ = large_.size();
+  }
+  while (small_missing() > 0 && create_one(Size::small)) {
+  }
+}
+
+std::size_t PagePool::Span::map() {
+  assert(complete());
+  PagePool& pool = *pool_;
+  std::vector<Mapping> mappings;
+  mappings.reserve(large_.size() + small_.size());
+  std::size_t offset = first_ * pool.options_.page;
+  for (auto* pages : {&large_, &small_}) {
+    for (Page const& p : *pages) {
+      mappings.emplace_back(pool.range_, offset, p.chunk);
+      offset += p.chunk.size();
+    }
+  }
+  set_access(mappings, pool.options_.grants);
+  // Commit: the pages move into the map. Should that fail for want of memory, the pages inserted
+  // so far come back into this span (their mappings undone), which then gives everything back.
+  std::size_t slot = first_;
+  std::size_t i = 0;
+  try {
+    for (auto* pages : {&large_, &small_}) {
+      for (Page& p : *pages) {
+        std::size_t const bytes = p.chunk.size();
+        pool.mapped_.emplace(slot, MappedPage{std::move(p.chunk), std::move(mappings[i])});
+        pool.mapped_bytes_ += bytes;
+        slot += bytes / pool.options_.page;
+        ++i;
+      }
+    }
+  } catch (...) {
+    slot = first_;
+    for (auto* pages : {&large_, &small_}) {
+      for (Page& p : *pages) {
+        if (p.chunk) break;  // not moved yet: neither are the ones after it
+        auto node = pool.mapped_.extract(slot);
+        node.mapped().mapping.reset();
+        pool.mapped_bytes_ -= node.mapped().page.size();
+        p.chunk = std::move(node.mapped().page);
+        slot += p.chunk.size() / pool.options_.page;
+      }
+    }
+    throw;
+  }
+  committed_ = true;
+  return first_;
+}
+
+}  // namespace cuvmm::detail

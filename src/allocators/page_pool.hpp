@@ -1,0 +1,151 @@
+// page_pool.hpp: the Arena's address slots and physical pages; knows nothing of streams.
+//
+// Owns: one AddressRange cut into slots of `page` bytes; every physical page the Arena holds, of
+//   two sizes (small: one slot; large: L = large_page / page slots), each either mapped at a slot
+//   (keyed by its first slot) or pooled unmapped; the set of slots with nothing mapped and not in
+//   use; the byte limit.
+// Invariants: physical_bytes() is the size of every page created and not yet released (mapped,
+//   pooled, or held by a Span being put together), and never exceeds the byte limit; a slot is
+//   either in the free set or covered by exactly one page or by a Span's reservation.
+// Never does: decide who may reuse mapped memory (streams, caches, slabs are above it), wait for
+//   a stream, or keep a page it created for a request that then failed: a Span that is not
+//   committed releases the pages it created and returns the pooled ones. Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include <cuvmm/address_range.hpp>
+#include <cuvmm/backend.hpp>
+#include <cuvmm/mapping.hpp>
+#include <cuvmm/physical_chunk.hpp>
+#include <cuvmm/types.hpp>
+
+#include "allocators/extent_set.hpp"
+
+namespace cuvmm::detail {
+
+struct PagePoolOptions {
+  std::size_t page = 0;           ///< small page, a multiple of the granularity
+  std::size_t large_page = 0;     ///< 0: no large pages; else a power-of-two multiple of `page`
+  std::size_t address_space = 0;  ///< reserved once, a multiple of max(page, large_page)
+  std::size_t byte_limit = 0;     ///< most bytes of pages held at once; 0: no limit
+  ChunkProperties props;          ///< for every page created
+  Compression compression = Compression::none;
+  std::vector<AccessGrant> grants;  ///< granted on every run of pages mapped
+};
+
+class PagePool {
+ public:
+  PagePool(Backend& backend, PagePoolOptions options);
+  ~PagePool();
+  PagePool(const PagePool&) = delete;
+  PagePool& operator=(const PagePool&) = delete;
+
+  enum class Size { small, large };
+
+  [[nodiscard]] std::size_t page_bytes() const noexcept { return options_.page; }
+  [[nodiscard]] std::size_t large_page_bytes() const noexcept { return options_.large_page; }
+  [[nodiscard]] std::size_t slots_per_large() const noexcept { return slots_per_large_; }
+  /// Whether a run of `slots` starts with large pages (at an address aligned to them).
+  [[nodiscard]] bool large_layout(std::size_t slots) const noexcept {
+    return slots_per_large_ != 0 && slots >= slots_per_large_;
+  }
+  [[nodiscard]] const AddressRange& range() const noexcept { return range_; }
+  [[nodiscard]] Address slot_address(std::size_t slot) const noexcept { return range_.base() + slot * options_.page; }
+  [[nodiscard]] std::size_t slot_of(Address a) const noexcept { return (a - range_.base()) / options_.page; }
+  [[nodiscard]] std::size_t byte_limit() const noexcept { return options_.byte_limit; }
+
+  [[nodiscard]] std::size_t physical_bytes() const noexcept { return physical_bytes_; }
+  [[nodiscard]] std::size_t mapped_bytes() const noexcept { return mapped_bytes_; }
+  [[nodiscard]] std::size_t pooled_bytes() const noexcept;
+  [[nodiscard]] std::size_t pooled_pages(Size size) const noexcept { return pool(size).size(); }
+  /// The longest run of free slots.
+  [[nodiscard]] std::size_t largest_free_run() const noexcept { return free_slots_.largest(); }
+
+  class Span;
+  /// Reserves a run of `slots` free slots (aligned to L for a large layout); nothing when there is
+  /// none. The Span then gathers pages and maps them, or gives everything back when destroyed.
+  std::optional<Span> take_slots(std::size_t slots);
+
+  /// Unmaps the pages over [first, first + count) (whole pages this pool mapped) into the pools
+  /// and frees the slots.
+  void unmap(std::size_t first, std::size_t count);
+  /// Releases pooled pages of `size` until `bytes` were given back or none is left; returns the bytes.
+  std::size_t release_pooled(Size size, std::size_t bytes) noexcept;
+  /// Releases every pooled page; returns the bytes.
+  std::size_t release_all_pooled() noexcept;
+
+ private:
+  struct MappedPage {
+    PhysicalChunk page;  // released after the mapping is gone (members die in reverse order)
+    Mapping mapping;
+  };
+  std::vector<PhysicalChunk>& pool(Size size) noexcept { return size == Size::small ? small_pool_ : large_pool_; }
+  const std::vector<PhysicalChunk>& pool(Size size) const noexcept { return size == Size::small ? small_pool_ : large_pool_; }
+  /// Puts an unmapped page in its pool (or releases it when the pool cannot grow).
+  void park(PhysicalChunk page) noexcept;
+  /// Releases `page` and takes its bytes off physical_bytes_.
+  void release(PhysicalChunk page) noexcept;
+
+  Backend* backend_;
+  PagePoolOptions options_;
+  std::size_t slots_per_large_ = 0;                    // L; 0: no large pages
+  AddressRange range_;                                 // freed last: everything below maps into it
+  std::vector<PhysicalChunk> small_pool_;              // small pages created and not mapped
+  std::vector<PhysicalChunk> large_pool_;              // large pages created and not mapped
+  std::unordered_map<std::size_t, MappedPage> mapped_;  // first slot of a page → the page mapped there
+  ExtentSet free_slots_;                               // slots with nothing mapped, not in use
+  std::size_t mapped_bytes_ = 0;                       // sum of the mapped pages' sizes
+  std::size_t physical_bytes_ = 0;                     // every page created and not released
+};
+
+/// A run of slots being backed by pages: large pages first (at the L-aligned start), small pages
+/// behind them. Each step moves pages in; map() commits. Destroyed uncommitted, it frees the
+/// slots, returns pages it took from the pools and releases the pages it created.
+class PagePool::Span {
+ public:
+  Span(PagePool& pool, std::size_t first, std::size_t slots) noexcept;
+  Span(Span&& other) noexcept;
+  Span& operator=(Span&&) = delete;
+  ~Span();
+
+  [[nodiscard]] std::size_t first() const noexcept { return first_; }
+  [[nodiscard]] std::size_t slots() const noexcept { return slots_; }
+  [[nodiscard]] std::size_t large_missing() const noexcept { return large_wanted_ - large_.size(); }
+  [[nodiscard]] std::size_t small_missing() const noexcept { return small_wanted_ - small_.size(); }
+  /// Bytes of pages still wanted.
+  [[nodiscard]] std::size_t missing_bytes() const noexcept;
+  [[nodiscard]] bool complete() const noexcept { return large_missing() == 0 && small_missing() == 0; }
+
+  /// Moves pooled pages of both sizes in, as many as are wanted.
+  void take_pooled();
+  /// Releases pooled pages of a size this span wants no more of, up to the bytes it still misses
+  /// of the other size: idle memory goes back to the device before new pages are asked for.
+  void release_idle_other_size() noexcept;
+  /// Creates pages until complete or the device (OutOfMemory) or the byte limit refuses. Large
+  /// pages refused are replaced by small ones. Other errors (Unsupported compression) propagate.
+  void create();
+  /// Maps every page side by side, grants access with one call, and commits; returns first().
+  std::size_t map();
+
+ private:
+  struct Page {
+    PhysicalChunk chunk;
+    bool created = false;  // made for this span (released on failure) or taken from a pool
+  };
+  bool create_one(PagePool::Size size);
+
+  PagePool* pool_;
+  std::size_t first_ = 0;
+  std::size_t slots_ = 0;
+  std::size_t large_wanted_ = 0;
+  std::size_t small_wanted_ = 0;
+  std::vector<Page> large_;
+  std::vector<Page> small_;
+  bool committed_ = false;  // (or moved from)
+};
+
+}  // namespace cuvmm::detail

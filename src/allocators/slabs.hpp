@@ -1,0 +1,80 @@
+// slabs.hpp: the Arena's size classes and slab pages (one page split into equal blocks).
+//
+// Owns: the size classes up to small_max, and per slab page (keyed by its slot) its class, how
+//   many blocks were ever handed out, how many are allocated now, and per block the exact number
+//   of bytes its allocation asked for (0: free), so a free with another size is refused.
+// Invariants: a slab's blocks [0, handed_out) have been handed out at least once; in_use counts the
+//   blocks whose requested size is not 0; block k of a slab starts k * block_bytes into its page.
+// Never does: know streams, addresses or pages; which free blocks a stream may reuse is
+//   StreamCaches' business, mapping the page is PagePool's. Not thread-safe: the Arena's lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace cuvmm::detail {
+
+class Slabs {
+ public:
+  static constexpr std::size_t min_block_bytes = 256;
+  /// Blocks keep their requested size in 32 bits: no class is larger than this.
+  static constexpr std::size_t max_block_bytes = std::size_t{1} << 31;
+
+  /// Classes up to min(page / 2, max_block_bytes): multiples of 256 B below 1 KiB, then four per
+  /// doubling. A page smaller than two minimal blocks has no classes (small_max() is 0).
+  explicit Slabs(std::size_t page);
+
+  [[nodiscard]] std::size_t small_max() const noexcept { return small_max_; }
+  [[nodiscard]] std::size_t class_count() const noexcept { return classes_.size(); }
+  [[nodiscard]] std::size_t block_bytes(std::size_t size_class) const noexcept { return classes_[size_class]; }
+  [[nodiscard]] std::size_t slab_count() const noexcept { return slabs_.size(); }
+
+  /// The smallest class that holds `bytes` and whose block size is a multiple of `alignment` (a
+  /// power of two), so every block of it is aligned; nothing when the request takes whole pages.
+  [[nodiscard]] std::optional<std::size_t> class_for(std::size_t bytes, std::size_t alignment) const noexcept;
+
+  /// Registers the slab page at `slot` for `size_class`, no block handed out yet. Throws only
+  /// std::bad_alloc, and then nothing changed.
+  void open(std::size_t slot, std::size_t size_class);
+  /// Whether `slot` holds a slab.
+  [[nodiscard]] bool contains(std::size_t slot) const noexcept { return slabs_.contains(slot); }
+
+  struct Fresh {
+    std::size_t offset;  ///< of the block in its page
+    bool last;           ///< the slab has no never-used block left
+  };
+  /// Hands out the next never-used block of the slab at `slot` for `bytes`.
+  Fresh hand_out_fresh(std::size_t slot, std::size_t bytes) noexcept;
+  /// Hands out again the freed block at `offset` of the slab at `slot`, for `bytes`.
+  void hand_out(std::size_t slot, std::size_t offset, std::size_t bytes) noexcept;
+
+  /// The class of the live block at `offset` in `slot`, freed with `bytes`; throws cuvmm::Error
+  /// (naming `address`) and changes nothing when there is no slab there, no live block starts
+  /// there, or `bytes` is not what its allocation asked for.
+  std::size_t check_free(std::size_t slot, std::size_t offset, std::size_t bytes, std::uintptr_t address) const;
+  /// Marks the block free (after check_free accepted it).
+  void mark_free(std::size_t slot, std::size_t offset) noexcept;
+
+  /// Removes every slab with no block allocated; returns their (slot, class).
+  std::vector<std::pair<std::size_t, std::size_t>> remove_empty();
+
+ private:
+  struct Slab {
+    std::size_t size_class = 0;           // index into classes_
+    std::size_t block_bytes = 0;          // the class's size
+    std::size_t handed_out = 0;           // blocks [0, handed_out) have been handed out at least once
+    std::size_t in_use = 0;               // blocks allocated now
+    std::vector<std::uint32_t> requested;  // per block: bytes its allocation asked for; 0: free
+  };
+
+  std::size_t page_ = 0;                       // bytes of a slab page
+  std::size_t small_max_ = 0;                  // largest class
+  std::vector<std::size_t> classes_;           // block sizes, ascending
+  std::unordered_map<std::size_t, Slab> slabs_;  // slot of the page → its slab
+};
+
+}  // namespace cuvmm::detail

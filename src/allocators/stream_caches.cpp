@@ -1,0 +1,229 @@
+// StreamCaches: per-stream free memory and the indexes that find it (see stream_caches.hpp).
+//
+// Owns: the caches and their indexes. Invariants: as in stream_caches.hpp; cached_pages_ is the sum
+// of every cache's small-extent pages. Never does: scan streams on a per-request path: lookups go
+// through the hash map and the ordered indexes (O(log n)); only forget_slabs and the Arena's
+// whole-arena passes visit every stream.
+#include "allocators/stream_caches.hpp"
+
+#include <algorithm>
+#include <new>
+
+namespace cuvmm::detail {
+
+StreamCaches::~StreamCaches() {
+  for (auto& [id, cache] : by_id_) order_->destroy_marker(cache->marker);
+}
+
+StreamCache* StreamCaches::find(Stream stream) const noexcept {
+  auto const it = by_stream_.find(stream);
+  return it == by_stream_.end() ? nullptr : it->second;
+}
+
+StreamCache& StreamCaches::get(Stream stream) {
+  if (StreamCache* known = find(stream)) return *known;
+  std::uint64_t const id = next_id_;
+  auto fresh = std::make_unique<StreamCache>();
+  fresh->stream = stream;
+  fresh->id = id;
+  StreamCache& cache = *fresh;
+  auto const [slot, inserted] = by_id_.emplace(id, std::move(fresh));
+  try {
+    by_stream_.emplace(stream, &cache);
+    cache.marker = order_->create_marker();
+  } catch (...) {
+    by_stream_.erase(stream);
+    by_id_.erase(slot);
+    throw;
+  }
+  ++next_id_;
+  return cache;
+}
+
+void StreamCaches::forget(StreamCache& c) noexcept {
+  by_largest_.erase({c.pages.largest(), c.id});
+  cached_pages_ -= c.pages.pages();
+  for (auto const& [slots, first] : c.large_spans) large_spans_.erase(large_spans_.find({slots, c.id}));
+  for (std::size_t k = 0; k < classes_; ++k) by_class_[k].erase(c.id);
+  order_->destroy_marker(c.marker);
+  by_stream_.erase(c.stream);
+  by_id_.erase(c.id);
+}
+
+void StreamCaches::index_largest(StreamCache& c, std::size_t before) noexcept {
+  std::size_t const after = c.pages.largest();
+  if (after == before) return;
+  if (before != 0) by_largest_.erase({before, c.id});
+  try {
+    if (after != 0) by_largest_.emplace(after, c.id);
+  } catch (const std::bad_alloc&) {  // only hides this cache from other streams
+  }
+}
+
+void StreamCaches::prepare_blocks(StreamCache& c) const {
+  if (!c.free_blocks.empty()) return;
+  std::vector<std::vector<Address>> blocks(classes_);
+  std::vector<std::vector<std::size_t>> fresh(classes_);
+  c.free_blocks.swap(blocks);
+  c.fresh_slabs.swap(fresh);
+}
+
+void StreamCaches::index_blocks(StreamCache& c, std::size_t k) noexcept {
+  if (c.free_blocks.empty() || c.free_blocks[k].empty()) {
+    by_class_[k].erase(c.id);
+    return;
+  }
+  try {
+    by_class_[k].insert(c.id);
+  } catch (const std::bad_alloc&) {  // only hides these blocks from other streams
+  }
+}
+
+void StreamCaches::put_pages(StreamCache& c, std::size_t first, std::size_t slots, bool large_layout) {
+  if (large_layout) {
+    auto const span = c.large_spans.emplace(slots, first);
+    try {
+      large_spans_.emplace(slots, c.id);
+    } catch (...) {
+      c.large_spans.erase(span);
+      throw;
+    }
+    return;
+  }
+  std::size_t const before = c.pages.largest();
+  c.pages.insert(first, slots);
+  cached_pages_ += slots;
+  index_largest(c, before);
+}
+
+std::optional<std::size_t> StreamCaches::take_pages(StreamCache& c, std::size_t slots, bool large_layout) {
+  if (large_layout) {
+    auto const it = c.large_spans.find(slots);
+    if (it == c.large_spans.end()) return std::nullopt;
+    std::size_t const first = it->second;
+    c.large_spans.erase(it);
+    large_spans_.erase(large_spans_.find({slots, c.id}));
+    return first;
+  }
+  std::size_t const before = c.pages.largest();
+  auto const first = c.pages.take(slots);
+  if (first) {
+    cached_pages_ -= slots;
+    index_largest(c, before);
+  }
+  return first;
+}
+
+StreamCache* StreamCaches::other_with_pages(const StreamCache& not_this, std::size_t slots, bool large_layout) const {
+  std::uint64_t id = not_this.id;
+  if (large_layout) {
+    for (auto it = large_spans_.lower_bound({slots, 0}); it != large_spans_.end() && it->first == slots; ++it) {
+      if (it->second != not_this.id) {
+        id = it->second;
+        break;
+      }
+    }
+  } else {
+    for (auto it = by_largest_.lower_bound({slots, 0}); it != by_largest_.end(); ++it) {
+      if (it->second != not_this.id) {
+        id = it->second;
+        break;
+      }
+    }
+  }
+  return id == not_this.id ? nullptr : by_id_.at(id).get();
+}
+
+std::optional<std::pair<std::size_t, std::size_t>> StreamCaches::pop_extent(StreamCache& c, std::size_t max_slots) {
+  if (c.pages.empty() || max_slots == 0) return std::nullopt;
+  auto const [first, count] = *c.pages.extents().begin();
+  std::size_t const n = std::min(count, max_slots);
+  std::size_t const before = c.pages.largest();
+  c.pages.erase(first, n);
+  cached_pages_ -= n;
+  index_largest(c, before);
+  return std::pair{first, n};
+}
+
+std::optional<std::pair<std::size_t, std::size_t>> StreamCaches::pop_large_span(StreamCache& c) {
+  if (c.large_spans.empty()) return std::nullopt;
+  auto const it = c.large_spans.begin();  // the smallest: its small pages are the most use
+  auto const [slots, first] = *it;
+  c.large_spans.erase(it);
+  large_spans_.erase(large_spans_.find({slots, c.id}));
+  return std::pair{first, slots};
+}
+
+std::size_t StreamCaches::largest_extent() const noexcept {
+  return by_largest_.empty() ? 0 : by_largest_.rbegin()->first;
+}
+
+void StreamCaches::put_block(StreamCache& c, std::size_t k, Address block) {
+  prepare_blocks(c);
+  c.free_blocks[k].push_back(block);  // amortized O(1): the list grows geometrically
+  index_blocks(c, k);
+}
+
+std::optional<Address> StreamCaches::take_block(StreamCache& c, std::size_t k) {
+  if (c.free_blocks.empty() || c.free_blocks[k].empty()) return std::nullopt;
+  auto& blocks = c.free_blocks[k];
+  Address const block = blocks.back();
+  blocks.pop_back();
+  if (blocks.empty()) index_blocks(c, k);
+  return block;
+}
+
+StreamCache* StreamCaches::other_with_blocks(const StreamCache& not_this, std::size_t k) const {
+  for (std::uint64_t id : by_class_[k]) {
+    if (id != not_this.id) return by_id_.at(id).get();
+  }
+  return nullptr;
+}
+
+void StreamCaches::move_blocks(StreamCache& from, StreamCache& to, std::size_t k) {
+  if (from.free_blocks.empty()) return;
+  prepare_blocks(to);
+  auto& source = from.free_blocks[k];
+  auto& target = to.free_blocks[k];
+  if (target.empty()) {
+    target.swap(source);
+  } else {
+    target.insert(target.end(), source.begin(), source.end());
+    source.clear();
+  }
+  index_blocks(from, k);
+  index_blocks(to, k);
+}
+
+void StreamCaches::hand_on(StreamCache& from, StreamCache& to) {
+  if (from.free_blocks.empty()) return;
+  prepare_blocks(to);
+  for (std::size_t k = 0; k < classes_; ++k) {
+    move_blocks(from, to, k);
+    auto& fresh = to.fresh_slabs[k];
+    fresh.insert(fresh.end(), from.fresh_slabs[k].begin(), from.fresh_slabs[k].end());
+    from.fresh_slabs[k].clear();
+  }
+}
+
+void StreamCaches::forget_slabs(const std::vector<std::pair<std::size_t, std::size_t>>& slots_and_classes,
+                                Address base, std::size_t page) {
+  if (slots_and_classes.empty()) return;
+  std::unordered_set<std::size_t> slots;
+  std::vector<bool> touched(classes_, false);
+  for (auto const& [slot, k] : slots_and_classes) {
+    slots.insert(slot);
+    touched[k] = true;
+  }
+  for (auto& [id, c] : by_id_) {
+    if (c->free_blocks.empty()) continue;
+    for (std::size_t k = 0; k < classes_; ++k) {
+      if (!touched[k]) continue;
+      std::erase_if(c->free_blocks[k], [&](Address a) { return slots.contains((a - base) / page); });
+      std::erase_if(c->fresh_slabs[k], [&](std::size_t slot) { return slots.contains(slot); });
+      index_blocks(*c, k);
+    }
+  }
+}
+
+}  // namespace cuvmm::detail

@@ -1,0 +1,115 @@
+// stream_caches.hpp: what each stream freed into the Arena, and how to find it from another stream.
+//
+// Owns: one StreamCache per stream the Arena has seen (its ordering marker, its mapped free page
+//   extents, its freed large-layout spans, its free blocks and the slabs it opened, per size class),
+//   a hash map from stream handle to cache, and three indexes so that no operation scans streams:
+//   streams by their largest free extent, freed large-layout spans by size, and per size class the
+//   streams with free blocks. Streams are kept in registration order (an id) for the few whole-arena
+//   passes (waiting for every stream, reclaiming everything).
+// Invariants: a slot range is in at most one cache; an index entry exists for every non-empty
+//   cache part (the indexes are updated after each change; an index insert that fails for want
+//   of memory only hides that cache from other streams, never misleads: lookups check the cache).
+// Never does: map or unmap pages, wait for a stream, or create a marker's event itself (the
+//   StreamOrder does); decide policy (the Arena's ladder does). Not thread-safe: the Arena's lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <cuvmm/types.hpp>
+
+#include "allocators/extent_set.hpp"
+#include "allocators/stream_order.hpp"
+
+namespace cuvmm::detail {
+
+struct StreamCache {
+  Stream stream = nullptr;
+  StreamOrder::Marker marker = nullptr;                   // marks the stream's work for others to wait on
+  std::uint64_t id = 0;                                   // registration order
+  ExtentSet pages;                                        // mapped free small-layout slots freed here
+  std::multimap<std::size_t, std::size_t> large_spans;    // freed large-layout spans: slots → first slot
+  // Per size class, made on the stream's first small request or free (empty until then, so that
+  // thousands of streams that never touch a slab cost a few bytes each):
+  std::vector<std::vector<Address>> free_blocks;          // per size class: blocks freed here
+  std::vector<std::vector<std::size_t>> fresh_slabs;      // per size class: slabs opened here with unused blocks
+
+  [[nodiscard]] bool holds_pages() const noexcept { return !pages.empty() || !large_spans.empty(); }
+};
+
+class StreamCaches {
+ public:
+  StreamCaches(StreamOrder& order, std::size_t size_classes) : order_(&order), classes_(size_classes), by_class_(size_classes) {}
+  ~StreamCaches();
+  StreamCaches(const StreamCaches&) = delete;
+  StreamCaches& operator=(const StreamCaches&) = delete;
+
+  /// The cache of `stream`, or null when the arena has not registered it.
+  [[nodiscard]] StreamCache* find(Stream stream) const noexcept;
+  /// The cache of `stream`, registered (with a new marker) if need be.
+  StreamCache& get(Stream stream);
+  /// Unregisters `cache`, which must hold no pages (its blocks and slabs were handed on).
+  void forget(StreamCache& cache) noexcept;
+  [[nodiscard]] std::size_t size() const noexcept { return by_id_.size(); }
+  /// Calls f(StreamCache&) for every stream, in registration order.
+  template <class F>
+  void for_each(F&& f) {
+    for (auto& [id, cache] : by_id_) f(*cache);
+  }
+
+  // Mapped free pages ----------------------------------------------------------------------------
+  /// Caches [first, first + slots) on `c`: an extent of small pages, or a whole large-layout span.
+  void put_pages(StreamCache& c, std::size_t first, std::size_t slots, bool large_layout);
+  /// Takes `slots` from `c` (best fit among small extents; a span of exactly `slots` for a large layout).
+  std::optional<std::size_t> take_pages(StreamCache& c, std::size_t slots, bool large_layout);
+  /// Another stream than `not_this` whose cache can serve take_pages(slots, large_layout), or null.
+  [[nodiscard]] StreamCache* other_with_pages(const StreamCache& not_this, std::size_t slots, bool large_layout) const;
+  /// Removes and returns up to `max_slots` of `c`'s small extents (the lowest first) as (first, count).
+  std::optional<std::pair<std::size_t, std::size_t>> pop_extent(StreamCache& c, std::size_t max_slots);
+  /// Removes and returns `c`'s smallest large-layout span as (first, slots).
+  std::optional<std::pair<std::size_t, std::size_t>> pop_large_span(StreamCache& c);
+  /// Pages in every stream's small extents, and the largest such extent (fragmentation statistic).
+  [[nodiscard]] std::size_t cached_pages() const noexcept { return cached_pages_; }
+  [[nodiscard]] std::size_t largest_extent() const noexcept;
+
+  // Free blocks and open slabs -------------------------------------------------------------------
+  /// Gives `c` its per-class lists if it has none yet. Throws only std::bad_alloc, changing nothing.
+  void prepare_blocks(StreamCache& c) const;
+  /// Records a block of class `size_class` freed on `c`. Throws only std::bad_alloc, changing nothing.
+  void put_block(StreamCache& c, std::size_t size_class, Address block);
+  /// A block of the class freed on `c`, removed; nothing when there is none.
+  std::optional<Address> take_block(StreamCache& c, std::size_t size_class);
+  /// Another stream than `not_this` with free blocks of the class (the oldest), or null.
+  [[nodiscard]] StreamCache* other_with_blocks(const StreamCache& not_this, std::size_t size_class) const;
+  /// Moves every free block of the class from `from` to `to` (O(1) when `to` has none).
+  void move_blocks(StreamCache& from, StreamCache& to, std::size_t size_class);
+  /// Hands all of `from`'s free blocks and open slabs to `to`.
+  void hand_on(StreamCache& from, StreamCache& to);
+  /// Forgets, in every stream, the free blocks and open slabs of the slab pages `slots` (being unmapped).
+  void forget_slabs(const std::vector<std::pair<std::size_t, std::size_t>>& slots_and_classes,
+                    Address base, std::size_t page);
+
+ private:
+  void index_largest(StreamCache& c, std::size_t before) noexcept;  // after c.pages changed
+  void index_blocks(StreamCache& c, std::size_t size_class) noexcept;  // after c.free_blocks[size_class] changed
+
+  StreamOrder* order_;
+  std::size_t classes_;
+  std::uint64_t next_id_ = 0;
+  std::map<std::uint64_t, std::unique_ptr<StreamCache>> by_id_;        // owner, registration order
+  std::unordered_map<Stream, StreamCache*> by_stream_;                  // lookup by handle
+  std::set<std::pair<std::size_t, std::uint64_t>> by_largest_;          // (largest free extent, id), non-empty only
+  std::multiset<std::pair<std::size_t, std::uint64_t>> large_spans_;    // (slots, id), one per cached span
+  std::vector<std::set<std::uint64_t>> by_class_;                       // per class: ids with free blocks
+  std::size_t cached_pages_ = 0;                                        // sum of every cache's pages.pages()
+};
+
+}  // namespace cuvmm::detail

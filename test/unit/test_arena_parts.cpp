@@ -1,0 +1,294 @@
+// The Arena's parts on the host backend, each on its own: the size-class slabs, the page pool
+// (addresses and pages, no streams), the per-stream caches and their indexes, and the counting
+// backend the Arena's statistics read.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include <cuvmm/counting_backend.hpp>
+#include <cuvmm/error.hpp>
+#include <cuvmm/host_backend.hpp>
+
+#include "allocators/page_pool.hpp"
+#include "allocators/slabs.hpp"
+#include "allocators/stream_caches.hpp"
+#include "allocators/stream_order.hpp"
+
+using namespace cuvmm;
+using namespace cuvmm::detail;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+constexpr std::size_t page = 64 * KiB;
+
+PagePoolOptions pool_options(std::size_t large_pages_of = 4, std::size_t byte_limit = 0) {
+  PagePoolOptions o;
+  o.page = page;
+  o.large_page = large_pages_of * page;
+  o.address_space = 64 * page;
+  o.byte_limit = byte_limit;
+  o.grants = {{0, Access::read_write}};
+  return o;
+}
+
+Stream fake_stream(std::uintptr_t n) { return reinterpret_cast<Stream>(n * 64); }
+
+}  // namespace
+
+// --- slabs ---------------------------------------------------------------------------------------
+
+TEST_CASE("size classes are multiples of 256 B below 1 KiB, then four per doubling up to half a page",
+          "[arena][slabs]") {
+  Slabs const slabs(page);
+  CHECK(slabs.small_max() == page / 2);
+  REQUIRE(slabs.class_count() == 24);
+  std::vector<std::size_t> first_eight;
+  for (std::size_t c = 0; c < 8; ++c) first_eight.push_back(slabs.block_bytes(c));
+  CHECK(first_eight == std::vector<std::size_t>{256, 512, 768, 1024, 1280, 1536, 1792, 2048});
+  CHECK(slabs.block_bytes(23) == page / 2);
+  CHECK(Slabs(256).small_max() == 0);  // a page smaller than two blocks has no classes
+  CHECK(Slabs(256).class_count() == 0);
+}
+
+TEST_CASE("a slab class is the smallest that holds the request and is a multiple of its alignment",
+          "[arena][slabs]") {
+  Slabs const slabs(page);
+  auto const size_of = [&](std::size_t bytes, std::size_t alignment) -> std::size_t {
+    auto const c = slabs.class_for(bytes, alignment);
+    return c ? slabs.block_bytes(*c) : 0;
+  };
+  CHECK(size_of(1, 256) == 256);
+  CHECK(size_of(300, 256) == 512);
+  CHECK(size_of(1, 4096) == 4096);
+  CHECK(size_of(5000, 4096) == 8192);  // 5120, 6144 and 7168 are not multiples of 4096
+  CHECK(size_of(100, page / 4) == page / 4);
+  CHECK(size_of(page / 2, 256) == page / 2);
+  CHECK(size_of(page / 2 + 1, 256) == 0);  // whole pages
+  CHECK(size_of(1, page) == 0);            // an alignment above small_max: whole pages
+}
+
+TEST_CASE("a slab hands out fresh blocks in order and frees only a live block at its exact size",
+          "[arena][slabs]") {
+  Slabs slabs(page);
+  std::size_t const c512 = *slabs.class_for(300, 256);
+  slabs.open(3, c512);
+  CHECK(slabs.contains(3));
+  auto const a = slabs.hand_out_fresh(3, 300);
+  auto const b = slabs.hand_out_fresh(3, 512);
+  CHECK(a.offset == 0);
+  CHECK(b.offset == 512);
+  CHECK_FALSE(b.last);
+  CHECK(slabs.check_free(3, 0, 300, 1000) == c512);
+  CHECK_THROWS_WITH(slabs.check_free(3, 0, 512, 1000), ContainsSubstring("not the size that was allocated"));
+  CHECK_THROWS_WITH(slabs.check_free(3, 512, 300, 1000), ContainsSubstring("not the size that was allocated"));
+  CHECK_THROWS_WITH(slabs.check_free(3, 1024, 512, 1000), ContainsSubstring("freed twice"));  // never handed out
+  CHECK_THROWS_WITH(slabs.check_free(3, 100, 300, 1000), ContainsSubstring("not a live allocation"));
+  CHECK_THROWS_WITH(slabs.check_free(4, 0, 300, 1000), ContainsSubstring("not allocated by this arena"));
+  slabs.mark_free(3, 0);
+  CHECK_THROWS_WITH(slabs.check_free(3, 0, 300, 1000), ContainsSubstring("freed twice"));
+  CHECK(slabs.remove_empty().empty());  // one block still live
+  slabs.hand_out(3, 0, 7);              // the freed block again, for 7 bytes
+  CHECK(slabs.check_free(3, 0, 7, 1000) == c512);
+  slabs.mark_free(3, 0);
+  slabs.mark_free(3, 512);
+  CHECK(slabs.remove_empty() == std::vector<std::pair<std::size_t, std::size_t>>{{3, c512}});
+  CHECK_FALSE(slabs.contains(3));
+  // The last block of a slab says so.
+  slabs.open(5, slabs.class_count() - 1);  // page/2 blocks: two
+  CHECK_FALSE(slabs.hand_out_fresh(5, 1).last);
+  CHECK(slabs.hand_out_fresh(5, 1).last);
+}
+
+// --- the page pool -------------------------------------------------------------------------------
+
+TEST_CASE("a span is backed by large pages at an aligned start, then small ones, mapped with one grant",
+          "[arena][pool]") {
+  HostBackend host({.granularity = page});
+  CountingBackend counting(host);
+  {
+    PagePool pool(counting, pool_options());
+    auto span = pool.take_slots(6);  // a large layout: one large page (4 slots), two small
+    REQUIRE(span);
+    CHECK(span->first() % 4 == 0);
+    CHECK(span->large_missing() == 1);
+    CHECK(span->small_missing() == 2);
+    span->take_pooled();  // nothing pooled yet
+    CHECK(span->missing_bytes() == 6 * page);
+    span->create();
+    REQUIRE(span->complete());
+    std::size_t const first = span->map();
+    CHECK(pool.physical_bytes() == 6 * page);
+    CHECK(pool.mapped_bytes() == 6 * page);
+    CHECK(counting.calls(BackendOp::create_chunk) == 3);
+    CHECK(counting.calls(BackendOp::map) == 3);
+    CHECK(counting.calls(BackendOp::set_access) == 1);
+    CHECK(host.live_counts().bytes_mapped == 6 * page);
+    CHECK(pool.largest_free_run() == 64 - 6 - first);  // the span took the lowest aligned run
+
+    pool.unmap(first, 6);
+    CHECK(pool.mapped_bytes() == 0);
+    CHECK(pool.physical_bytes() == 6 * page);
+    CHECK(pool.pooled_pages(PagePool::Size::large) == 1);
+    CHECK(pool.pooled_pages(PagePool::Size::small) == 2);
+    CHECK(pool.largest_free_run() == 64);
+    CHECK(pool.release_all_pooled() == 6 * page);
+    CHECK(pool.physical_bytes() == 0);
+  }
+  CHECK(host.live_counts() == LiveCounts{});
+}
+
+TEST_CASE("a span dropped before it is mapped releases the pages it created and pools the ones it took",
+          "[arena][pool]") {
+  HostBackend host({.granularity = page});
+  PagePool pool(host, pool_options());
+  {
+    auto span = pool.take_slots(2);
+    span->create();
+    pool.unmap(span->map(), 2);  // two small pages pooled
+  }
+  REQUIRE(pool.pooled_pages(PagePool::Size::small) == 2);
+  {
+    auto span = pool.take_slots(3);
+    span->take_pooled();
+    CHECK(span->small_missing() == 1);
+    span->create();
+    CHECK(span->complete());
+    CHECK(pool.physical_bytes() == 3 * page);
+    CHECK(host.live_counts().chunks == 3);
+  }  // dropped: a failure between gathering and mapping
+  CHECK(pool.physical_bytes() == 2 * page);
+  CHECK(host.live_counts().chunks == 2);
+  CHECK(pool.pooled_pages(PagePool::Size::small) == 2);
+  CHECK(pool.largest_free_run() == 64);  // the slots are free again
+}
+
+TEST_CASE("the byte limit stops creation and large pages refused are replaced by small ones", "[arena][pool]") {
+  HostBackend host({.granularity = page});
+  PagePool pool(host, pool_options(4, 3 * page));
+  {
+    auto span = pool.take_slots(4);  // one large page wanted; the limit (3 pages) refuses it
+    span->create();
+    CHECK(span->large_missing() == 0);
+    CHECK(span->small_missing() == 1);  // four small pages wanted instead; three fit
+    CHECK(pool.physical_bytes() == 3 * page);
+    CHECK_FALSE(span->complete());
+  }
+  CHECK(pool.physical_bytes() == 0);
+  CHECK(host.live_counts().chunks == 0);
+}
+
+TEST_CASE("idle pooled pages of the other size are released up to what a span misses", "[arena][pool]") {
+  HostBackend host({.granularity = page});
+  PagePool pool(host, pool_options());
+  {
+    auto span = pool.take_slots(8);  // two large pages
+    span->create();
+    pool.unmap(span->map(), 8);
+  }
+  REQUIRE(pool.pooled_pages(PagePool::Size::large) == 2);
+  auto span = pool.take_slots(3);  // three small pages: one large page's worth of idle memory goes
+  span->take_pooled();
+  span->release_idle_other_size();
+  CHECK(pool.pooled_pages(PagePool::Size::large) == 1);
+  CHECK(pool.physical_bytes() == 4 * page);
+}
+
+// --- the per-stream caches -----------------------------------------------------------------------
+
+TEST_CASE("a stream is registered once, found through the hash map, and forgotten", "[arena][streams]") {
+  auto order = make_stream_order(MemorySpace::host, 0);
+  StreamCaches caches(*order, 4);
+  StreamCache& a = caches.get(fake_stream(1));
+  CHECK(&caches.get(fake_stream(1)) == &a);
+  CHECK(caches.find(fake_stream(2)) == nullptr);
+  CHECK(caches.size() == 1);
+  StreamCache& b = caches.get(fake_stream(2));
+  CHECK(b.id == a.id + 1);
+  CHECK(b.free_blocks.empty());  // no per-class lists until the stream frees or asks for a block
+  caches.put_block(b, 3, 4096);
+  CHECK(b.free_blocks.size() == 4);
+  CHECK(b.fresh_slabs.size() == 4);
+  caches.forget(a);
+  CHECK(caches.find(fake_stream(1)) == nullptr);
+  CHECK(caches.size() == 1);
+}
+
+TEST_CASE("another stream's cached pages are found through the index, best fit first", "[arena][streams]") {
+  auto order = make_stream_order(MemorySpace::host, 0);
+  StreamCaches caches(*order, 4);
+  StreamCache& a = caches.get(fake_stream(1));
+  StreamCache& b = caches.get(fake_stream(2));
+  StreamCache& c = caches.get(fake_stream(3));
+  caches.put_pages(a, 0, 2, false);
+  caches.put_pages(b, 10, 5, false);
+  caches.put_pages(b, 20, 1, false);
+  CHECK(caches.cached_pages() == 8);
+  CHECK(caches.largest_extent() == 5);
+  CHECK(caches.other_with_pages(c, 2, false) == &a);  // the smallest largest extent that fits
+  CHECK(caches.other_with_pages(c, 3, false) == &b);
+  CHECK(caches.other_with_pages(c, 6, false) == nullptr);
+  CHECK(caches.other_with_pages(a, 2, false) == &b);  // never the asking stream
+  CHECK(caches.take_pages(b, 5, false) == 10);
+  CHECK(caches.other_with_pages(c, 3, false) == nullptr);  // the index follows the change
+  CHECK(caches.largest_extent() == 2);
+  // Large-layout spans are found by exact size.
+  caches.put_pages(a, 32, 8, true);
+  CHECK(caches.other_with_pages(c, 8, true) == &a);
+  CHECK(caches.other_with_pages(c, 12, true) == nullptr);
+  CHECK(caches.take_pages(a, 8, true) == 32);
+  CHECK(caches.other_with_pages(c, 8, true) == nullptr);
+  // Popping for unmapping: the lowest extent first, cut to what is wanted.
+  CHECK(caches.pop_extent(a, 1) == std::pair<std::size_t, std::size_t>{0, 1});
+  CHECK(caches.pop_extent(a, 5) == std::pair<std::size_t, std::size_t>{1, 1});
+  CHECK(caches.pop_extent(a, 5) == std::nullopt);
+  CHECK(caches.cached_pages() == 1);
+}
+
+TEST_CASE("free blocks move between streams in one step and vanish with their slab", "[arena][streams]") {
+  auto order = make_stream_order(MemorySpace::host, 0);
+  StreamCaches caches(*order, 4);
+  StreamCache& a = caches.get(fake_stream(1));
+  StreamCache& b = caches.get(fake_stream(2));
+  Address const base = 1 << 30;
+  caches.put_block(a, 2, base + 5 * page + 512);
+  caches.put_block(a, 2, base + 6 * page);
+  CHECK(caches.other_with_blocks(b, 2) == &a);
+  CHECK(caches.other_with_blocks(b, 1) == nullptr);
+  caches.move_blocks(a, b, 2);
+  CHECK(caches.other_with_blocks(b, 2) == nullptr);
+  CHECK(caches.other_with_blocks(a, 2) == &b);
+  b.fresh_slabs[2].push_back(5);
+  caches.forget_slabs({{5, 2}}, base, page);  // slab 5 is unmapped: its block and its open entry go
+  CHECK(b.free_blocks[2] == std::vector<Address>{base + 6 * page});
+  CHECK(b.fresh_slabs[2].empty());
+  CHECK(caches.take_block(b, 2) == base + 6 * page);
+  CHECK(caches.take_block(b, 2) == std::nullopt);
+  CHECK(caches.other_with_blocks(a, 2) == nullptr);
+}
+
+// --- the counting backend ------------------------------------------------------------------------
+
+TEST_CASE("the counting backend counts every forwarded call, failed ones included", "[arena][backend]") {
+  HostBackend host({.granularity = page, .physical_limit = page});
+  CountingBackend counting(host);
+  CHECK(counting.name() == "counting");
+  CHECK(&counting.inner() == &host);
+  Address const range = counting.reserve(4 * page, 0);
+  ChunkHandle const chunk = counting.create_chunk(page, {});
+  CHECK_THROWS_AS(counting.create_chunk(page, {}), OutOfMemory);  // past the host's limit
+  counting.map(range, page, chunk);
+  counting.set_access(range, page, std::vector<AccessGrant>{{0, Access::read_write}});
+  counting.unmap(range, page);
+  counting.release_chunk(chunk);
+  counting.free_range(range, 4 * page);
+  CHECK(counting.calls(BackendOp::create_chunk) == 2);
+  CHECK(counting.calls(BackendOp::map) == 1);
+  CHECK(counting.calls(BackendOp::set_access) == 1);
+  CHECK(counting.calls(BackendOp::unmap) == 1);
+  CHECK(counting.calls(BackendOp::release_chunk) == 1);
+  CHECK(counting.total_calls() == 8);
+  CHECK(host.live_counts() == LiveCounts{});
+}
