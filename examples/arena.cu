@@ -31,15 +31,20 @@ int main() {
   cuvmm::ThrustAllocator<int> alloc(resource);
   thrust::device_vector<int, cuvmm::ThrustAllocator<int>> v(n, alloc);
   thrust::sort(thrust::cuda::par(alloc).on(stream), v.begin(), v.end());  // temporary storage too
-  cuvmm::ArenaResource mr(arena);                      // a cuda::mr async resource, device-accessible
-  cuda::mr::async_resource_ref<cuda::mr::device_accessible> ref(mr);
+  cuvmm::ArenaResource mr(arena);                      // a cuda::mr stream-ordered resource, device-accessible
+  cuvmm::cccl::stream_resource_ref<cuda::mr::device_accessible> ref(mr);  // CCCL 3.0 and 3.1+ alike
   // [readme]
 
   thrust::sequence(thrust::cuda::par.on(stream), v.rbegin(), v.rend());
   thrust::sort(thrust::cuda::par(alloc).on(stream), v.begin(), v.end());
   example::check(v.front() == 0 && v.back() == static_cast<int>(n) - 1, "sorting in arena memory");
+#if CUVMM_CCCL_SYNCHRONOUS_RESOURCE_NAMES
+  void* const q = ref.allocate(cuda::stream_ref(stream), bytes, 256);
+  ref.deallocate(cuda::stream_ref(stream), q, bytes, 256);
+#else
   void* const q = ref.allocate_async(bytes, 256, cuda::stream_ref(stream));
   ref.deallocate_async(q, bytes, 256, cuda::stream_ref(stream));
+#endif
   example::check(arena.stats().allocations.current == 1, "the vector is the one live allocation");
   return 0;
 }
