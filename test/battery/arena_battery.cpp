@@ -815,3 +815,50 @@ TEST_CASE("pages stitched from scattered free pages are counted as moved, first 
   arena.deallocate(joined, 3 * page, stream);
   for (int i = 1; i < 6; i += 2) arena.deallocate(pages[static_cast<std::size_t>(i)], page, stream);
 }
+
+TEST_CASE("a failure while growing or cutting a cached run keeps what stays mapped cached and creates nothing",
+          "[arena][battery][churn][failure]") {
+  auto memory = make_battery_memory();
+  FaultInjectingBackend faulty(memory->backend());
+  Arena arena(faulty, memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  std::size_t const large = arena.large_page_bytes();
+  REQUIRE(large >= 4 * page);
+
+  SECTION("a small run grown in place") {
+    void* p = arena.allocate(2 * page, stream);
+    arena.deallocate(p, 2 * page, stream);
+    faulty.fail_nth(1, {BackendOp::map});
+    CHECK_THROWS_AS(arena.allocate(3 * page, stream), Error);
+    CHECK(faulty.fired());
+    faulty.disarm();
+    CHECK(arena.stats().bytes_physical.current == 2 * page);  // the page created for it was released
+    CHECK(memory->backend().live_counts().bytes_physical == 2 * page);
+    ArenaStats const before = arena.stats();
+    void* q = arena.allocate(2 * page, stream);  // the run is still cached, still mapped
+    CHECK(q == p);
+    CHECK(arena.stats().maps == before.maps);
+    arena.deallocate(q, 2 * page, stream);
+  }
+  SECTION("a large span cut inside a large page") {
+    void* p = arena.allocate(2 * large + page, stream);
+    arena.deallocate(p, 2 * large + page, stream);
+    faulty.fail_nth(1, {BackendOp::map});
+    CHECK_THROWS_AS(arena.allocate(large + page, stream), Error);
+    CHECK(faulty.fired());
+    faulty.disarm();
+    ArenaStats const failed = arena.stats();
+    CHECK(failed.chunks_created == 3);
+    CHECK(failed.bytes_physical.current == 2 * large + page);  // the second large page and the small one pooled
+    CHECK(failed.bytes_mapped.current == large);
+    CHECK(memory->backend().live_counts().bytes_mapped == large);
+    void* q = arena.allocate(large, stream);  // the front is still cached, still mapped
+    CHECK(q == p);
+    CHECK(arena.stats().maps == failed.maps);
+    arena.deallocate(q, large, stream);
+  }
+  std::size_t const held = arena.stats().bytes_physical.current;
+  CHECK(arena.trim() == held);
+  CHECK(memory->backend().live_counts().bytes_physical == 0);
+}
