@@ -7,7 +7,10 @@
 // with "out of memory" while plenty is free. Large requests get large pages (32 MiB) for their
 // bulk, which scattered-access kernels need for speed. Small requests come from size-class slabs
 // (one page each, split into equal blocks). Freed memory stays mapped ("cached") for fast reuse until it is
-// needed elsewhere, trimmed, or the device runs out; then its pages are unmapped and reused.
+// needed elsewhere, trimmed, or the device runs out; then its pages are unmapped and reused. A cached
+// run serves any request of its layout up to its size (the rest stays cached) and grows in place where the
+// addresses next to it are free, so pages move between addresses only when nothing cached is
+// close to the request (ArenaStats::pages_moved counts them).
 //
 // Stream contract (as for cudaFreeAsync): memory freed on a stream can be reused at once by work
 // ordered after that point on the same stream. Another stream gets it only after the arena made
@@ -87,7 +90,11 @@ struct ArenaStats {
   std::size_t unmaps = 0;
   std::size_t access_calls = 0;
   std::size_t cross_stream_reuses = 0;  ///< memory freed on one stream handed to another (device-side wait)
-  std::size_t reclaims = 0;             ///< cached extents unmapped to back another request
+  std::size_t reclaims = 0;             ///< cached extents (or parts of spans) unmapped to back another request
+  /// Pages mapped again at another address after being unmapped (stitching, remapping): each
+  /// costs an unmap, a map and an access grant (~40 us per 2 MiB page on the H200). Pages mapped
+  /// for the first time after being created are not counted; `maps` counts both.
+  std::size_t pages_moved = 0;
   std::size_t streams = 0;              ///< streams the arena keeps state for (see release_stream)
   /// External fragmentation of the cached free memory: 1 - largest free extent / all free pages
   /// in extents (0 when there is none or one). Stitching makes it harmless: scattered pages still

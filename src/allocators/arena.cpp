@@ -23,6 +23,14 @@
 // created (PagePool::Span), so a failure never leaves the process holding memory it could not use.
 // Address space can fragment, but it is reserved twice the device's size, and exhaustion unmaps
 // cached extents back into it.
+//
+// Churn: moving a page between addresses (unmap, map, grant: ~40 µs per page on the H200) is what
+// a replayed trace spends its time on, so the ladder moves as few pages as it can, and the stats
+// count them (pages_moved). A cached run shorter than the request grows in place when the
+// addresses next to it are free (only the missing pages are mapped); a cached large-layout span
+// serves any request up to its size from its front (the rest stays cached; when the request ends
+// inside a large page, that page alone is swapped for small ones). Stitching scattered pages
+// behind new addresses is the fallback that beats fragmentation, not the common path.
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>
@@ -99,10 +107,20 @@ struct Arena::State {
   State(Backend& user_backend, ArenaOptions opts);
   ~State();
 
+  /// A mapped run of slots that now belongs to a request: at least the slots it asked for.
+  struct Run {
+    std::size_t first = 0;
+    std::size_t slots = 0;
+  };
+
   // The policy; all run under `lock` -------------------------------------------------------------
-  std::size_t obtain_pages(std::size_t slots, StreamCache& s);
+  Run obtain_pages(std::size_t slots, StreamCache& s);
+  std::optional<Run> take_cached(StreamCache& c, std::size_t slots, StreamCache& requester);
+  std::optional<Run> take_from_other_stream(StreamCache& s, std::size_t slots);
+  std::optional<Run> extend_cached_run(StreamCache& s, std::size_t slots);
+  std::optional<Run> extend_cached_span(StreamCache& s, std::size_t slots);
+  std::size_t back_and_map(PagePool::Span& span, StreamCache& s);
   std::optional<PagePool::Span> take_slots(std::size_t slots);
-  std::optional<std::size_t> take_from_other_stream(StreamCache& s, std::size_t slots);
   void unmap_own_cache(StreamCache& s, const PagePool::Span& span);
   void reclaim_everything();
   Address allocate_block(std::size_t size_class, std::size_t bytes, StreamCache& s);
@@ -148,22 +166,71 @@ Arena::State::~State() {
 
 // The reclaim ladder -----------------------------------------------------------------------------
 
-/// Where the `slots` pages of a request on stream `s` come from, cheapest first. Returns the first
-/// slot of a mapped run that now belongs to the caller. Moving a page costs ~40 µs of driver calls
-/// (unmap, map, grant) and creating one more; reusing mapped memory costs none, so the first two
-/// attempts map nothing. A failure after the span was taken gives back every page it created.
-std::size_t Arena::State::obtain_pages(std::size_t slots, StreamCache& s) {
-  bool const large = pool.large_layout(slots);
-  if (auto const first = caches.take_pages(s, slots, large)) return *first;           // 1. own cache, as it lies
-  if (auto const first = take_from_other_stream(s, slots)) return *first;            // 2. another stream's cache, after an event wait
-  auto span = take_slots(slots);                                                       //    addresses (none free: reclaim, then OutOfMemory)
-  span->take_pooled();                                                                 // 3. pooled pages
-  if (!span->complete() && s.holds_pages()) (unmap_own_cache(s, *span), span->take_pooled());  // 4. own cache, unmapped after a host wait
-  if (!span->complete()) span->release_idle_other_size();                             // 5. release the other page size's pool
-  if (!span->complete()) span->create();                                              // 6. create
-  if (!span->complete()) (reclaim_everything(), span->release_idle_other_size(), span->take_pooled(), span->create());  // 7. wait for all, unmap all, retry
-  if (!span->complete()) throw_out_of_memory(*span);                                  // 8. OutOfMemory (the span gives back what it created)
-  return span->map();
+/// Where the `slots` pages of a request on stream `s` come from, cheapest first. Returns a mapped
+/// run that now belongs to the caller. Moving a page costs ~40 µs of driver calls (unmap, map,
+/// grant) and creating one more; reusing mapped memory costs none, so the first two attempts map
+/// nothing and the third maps only the pages a cached run lacks. A failure after the span was
+/// taken gives back every page it created.
+Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s) {
+  if (auto const run = take_cached(s, slots, s)) return *run;                   // 1. own cache, as it lies
+  if (auto const run = take_from_other_stream(s, slots)) return *run;       // 2. another stream's cache, after an event wait
+  if (auto const run = extend_cached_run(s, slots)) return *run;            // 3. own cached run, grown in place (steps 5-10 for what it lacks)
+  auto span = take_slots(slots);                                            // 4. addresses (none free: reclaim, then OutOfMemory)
+  return {back_and_map(*span, s), slots};
+}
+
+/// Gathers the pages `span` lacks, cheapest first, and maps them.
+std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s) {
+  span.take_pooled();                                                                // 5. pooled pages
+  if (!span.complete() && s.holds_pages()) (unmap_own_cache(s, span), span.take_pooled());  // 6. own cache, unmapped after a host wait
+  if (!span.complete()) span.release_idle_other_size();                             // 7. release the other page size's pool
+  if (!span.complete()) span.create();                                              // 8. create
+  if (!span.complete()) (reclaim_everything(), span.release_idle_other_size(), span.take_pooled(), span.create());  // 9. wait for all, unmap all, retry
+  if (!span.complete()) throw_out_of_memory(span);                                  // 10. OutOfMemory (the span gives back what it created)
+  return span.map();
+}
+
+/// `slots` for `requester` from `c`'s cache (c is the requester's or, after an event wait, another
+/// stream's): the best-fitting small extent for a small layout; for a large layout the front of
+/// the smallest cached span that holds the request. The rest of the span stays cached on `c`. When
+/// the request ends inside a large page of the span, that one page is unmapped (after a host wait
+/// for `c`) and the request's small pages are mapped in its place (steps 5-10 for them): a few
+/// pages move instead of all of them.
+std::optional<Arena::State::Run> Arena::State::take_cached(StreamCache& c, std::size_t slots, StreamCache& requester) {
+  if (!pool.large_layout(slots)) {
+    auto const first = caches.take_pages(c, slots);
+    return first ? std::optional<Run>(Run{*first, slots}) : std::nullopt;
+  }
+  auto const span = caches.take_large_span(c, slots);
+  if (!span) return std::nullopt;
+  auto const [first, held] = *span;
+  std::size_t const large = pool.slots_per_large();
+  bool const ends_in_large_page = slots % large != 0 && held / large > slots / large;
+  std::size_t const kept = ends_in_large_page ? slots / large * large : slots;  // mapped slots the request keeps
+  std::size_t const rest = ends_in_large_page ? kept + large : slots;           // where the span's rest starts
+  try {
+    if (held > rest) caches.put_pages(c, first + rest, held - rest, pool.large_layout(held - rest));
+  } catch (...) {
+    caches.put_pages(c, first, held, true);  // as it was
+    throw;
+  }
+  if (!ends_in_large_page) return Run{first, slots};
+  try {
+    wait_for(c);  // unmapping does not wait for the work still using the page
+  } catch (...) {
+    caches.put_pages(c, first, kept + large, true);  // the rest stays cached apart; this part too
+    throw;
+  }
+  pool.unmap(first + kept, large);
+  ++counters.reclaims;
+  auto tail = pool.take_slots_at(first + kept, slots - kept);
+  try {
+    back_and_map(tail, requester);
+  } catch (...) {
+    caches.put_pages(c, first, kept, true);
+    throw;
+  }
+  return Run{first, slots};
 }
 
 /// A free run of addresses; when there is none, cached memory holds them: reclaim it and look again.
@@ -174,12 +241,79 @@ std::optional<PagePool::Span> Arena::State::take_slots(std::size_t slots) {
   throw_no_addresses(slots);
 }
 
-std::optional<std::size_t> Arena::State::take_from_other_stream(StreamCache& s, std::size_t slots) {
+std::optional<Arena::State::Run> Arena::State::take_from_other_stream(StreamCache& s, std::size_t slots) {
   bool const large = pool.large_layout(slots);
   StreamCache* other = caches.other_with_pages(s, slots, large);
   if (other == nullptr) return std::nullopt;
   make_stream_wait(s, *other);  // first: should it fail, nothing was taken
-  return caches.take_pages(*other, slots, large);
+  return take_cached(*other, slots, s);  // what the request leaves of a span stays cached on `other`
+}
+
+/// A small-layout request that no cached extent holds: the longest of `s`'s extents (among the few
+/// longest) with free addresses right behind it (or before it) for the pages it lacks. Only those
+/// pages are mapped there; the cached ones stay where they are. Nothing when there is no such extent.
+std::optional<Arena::State::Run> Arena::State::extend_cached_run(StreamCache& s, std::size_t slots) {
+  constexpr int extents_tried = 8;
+  if (pool.large_layout(slots)) return extend_cached_span(s, slots);
+  if (s.pages.empty()) return std::nullopt;
+  auto const fits = [&](std::size_t first, std::size_t count) {
+    return count < slots && (pool.free_from(first + count) >= slots - count || pool.free_before(first) >= slots - count);
+  };
+  auto const run = s.pages.largest_where(extents_tried, fits);
+  if (!run) return std::nullopt;
+  std::size_t const missing = slots - run->count;
+  bool const behind = pool.free_from(run->first + run->count) >= missing;
+  std::size_t const start = behind ? run->first + run->count : run->first - missing;
+  auto span = pool.take_slots_at(start, missing);
+  caches.remove_pages(s, run->first, run->count);  // a whole extent: frees, never allocates
+  try {
+    back_and_map(span, s);
+  } catch (...) {
+    caches.put_pages(s, run->first, run->count, false);
+    throw;
+  }
+  return Run{behind ? run->first : start, slots};
+}
+
+/// A large-layout request that no cached span holds: the longest of `s`'s shorter spans (among the
+/// few longest) with free addresses right behind it for the slots it lacks. Its large pages stay
+/// mapped; when the request needs more large pages, its small tail is unmapped first (the new large
+/// pages must start where the tail was), else small pages are mapped behind the tail.
+std::optional<Arena::State::Run> Arena::State::extend_cached_span(StreamCache& s, std::size_t slots) {
+  constexpr int spans_tried = 8;
+  std::size_t const large = pool.slots_per_large();
+  std::optional<std::pair<std::size_t, std::size_t>> found;  // (first, held)
+  int tried = 0;
+  for (auto it = s.large_spans.lower_bound(slots); it != s.large_spans.begin() && tried < spans_tried; ++tried) {
+    --it;
+    auto const [held, first] = *it;
+    if (pool.free_from(first + held) >= slots - held) {
+      found = std::pair{first, held};
+      break;
+    }
+  }
+  if (!found) return std::nullopt;
+  auto const [first, held] = *found;
+  caches.remove_large_span(s, first, held);
+  std::size_t const kept = slots / large > held / large ? held / large * large : held;  // slots that stay mapped
+  if (kept < held) {  // the small tail, into the pool, once the work that may use it is done
+    try {
+      wait_for(s);
+    } catch (...) {
+      caches.put_pages(s, first, held, true);
+      throw;
+    }
+    pool.unmap(first + kept, held - kept);
+    ++counters.reclaims;
+  }
+  auto span = pool.take_slots_at(first + kept, slots - kept);
+  try {
+    back_and_map(span, s);
+  } catch (...) {
+    caches.put_pages(s, first, kept, true);
+    throw;
+  }
+  return Run{first, slots};
 }
 
 /// Waits for `s`'s queued work (unmapping does not wait), then unmaps what of its cache the span
@@ -226,7 +360,7 @@ Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCac
     return reuse(*caches.take_block(s, c));
   }
   if (s.fresh_slabs[c].size() == s.fresh_slabs[c].capacity()) s.fresh_slabs[c].reserve(2 * s.fresh_slabs[c].size() + 1);
-  std::size_t const slot = obtain_pages(1, s);                                          // 4. a new slab of one page
+  std::size_t const slot = obtain_pages(1, s).first;                                    // 4. a new slab of one page
   try {
     slabs.open(slot, c);
   } catch (...) {
@@ -345,13 +479,13 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
     address = st.allocate_block(*c, bytes, s);
   } else {
     std::size_t const pages = (bytes + st.pool.page_bytes() - 1) / st.pool.page_bytes();
-    std::size_t const first = st.obtain_pages(pages, s);
-    address = st.pool.slot_address(first);
+    auto const run = st.obtain_pages(pages, s);
+    address = st.pool.slot_address(run.first);
     bool const large = st.pool.large_layout(pages);
     try {
-      st.live_spans.emplace(address, State::LiveSpan{first, pages, bytes, large});
+      st.live_spans.emplace(address, State::LiveSpan{run.first, run.slots, bytes, large});
     } catch (...) {
-      st.caches.put_pages(s, first, pages, large);
+      st.caches.put_pages(s, run.first, run.slots, large);
       throw;
     }
   }
@@ -422,6 +556,7 @@ ArenaStats Arena::stats() const {
   s.maps = st.calls.calls(BackendOp::map);
   s.unmaps = st.calls.calls(BackendOp::unmap);
   s.access_calls = st.calls.calls(BackendOp::set_access);
+  s.pages_moved = st.pool.pages_moved();
   s.streams = st.caches.size();
   std::size_t const cached = st.caches.cached_pages();
   s.fragmentation =

@@ -32,6 +32,28 @@ class ExtentSet {
   /// The extents in address order.
   [[nodiscard]] const std::map<std::size_t, std::size_t>& extents() const noexcept { return by_first_; }
 
+  /// Pages of the extent that starts at `first` (0 when none starts there).
+  [[nodiscard]] std::size_t count_from(std::size_t first) const noexcept {
+    auto const it = by_first_.find(first);
+    return it == by_first_.end() ? 0 : it->second;
+  }
+  /// Pages of the extent that ends right before `end` (0 when none ends there).
+  [[nodiscard]] std::size_t count_before(std::size_t end) const noexcept {
+    auto it = by_first_.lower_bound(end);
+    if (it == by_first_.begin()) return 0;
+    --it;
+    return it->first + it->second == end ? it->second : 0;
+  }
+  /// The largest extent, then the next largest, ... (at most `tries` of them) for which
+  /// `fits(first, count)` holds; nothing when none of them does. O(tries + log n).
+  template <class Fits>
+  [[nodiscard]] std::optional<Extent> largest_where(int tries, Fits&& fits) const {
+    for (auto it = by_size_.rbegin(); it != by_size_.rend() && tries > 0; ++it, --tries) {
+      if (fits(it->second, it->first)) return Extent{it->second, it->first};
+    }
+    return std::nullopt;
+  }
+
   /// Adds [first, first + count), which must overlap nothing in the set; merges with neighbours.
   void insert(std::size_t first, std::size_t count) {
     assert(count > 0);

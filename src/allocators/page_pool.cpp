@@ -69,6 +69,12 @@ std::optional<PagePool::Span> PagePool::take_slots(std::size_t slots) {
   return std::optional<Span>(std::in_place, *this, *first, slots);
 }
 
+PagePool::Span PagePool::take_slots_at(std::size_t first, std::size_t slots) {
+  assert(!large_layout(slots) || first % slots_per_large_ == 0);  // and [first, first + slots) is free (erase checks)
+  free_slots_.erase(first, slots);
+  return Span(*this, first, slots);
+}
+
 void PagePool::unmap(std::size_t first, std::size_t count) {
   for (std::size_t slot = first; slot < first + count;) {
     auto node = mapped_.extract(slot);
@@ -201,6 +207,9 @@ std::size_t PagePool::Span::map() {
     throw;
   }
   committed_ = true;
+  for (auto* pages : {&large_, &small_}) {
+    pool.pages_moved_ += static_cast<std::size_t>(std::count_if(pages->begin(), pages->end(), [](const Page& p) { return !p.created; }));
+  }
   return first_;
 }
 

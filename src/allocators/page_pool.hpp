@@ -64,11 +64,21 @@ class PagePool {
   [[nodiscard]] std::size_t pooled_pages(Size size) const noexcept { return pool(size).size(); }
   /// The longest run of free slots.
   [[nodiscard]] std::size_t largest_free_run() const noexcept { return free_slots_.largest(); }
+  /// Free slots from `slot` on (0 when `slot` is not the first of a free run).
+  [[nodiscard]] std::size_t free_from(std::size_t slot) const noexcept { return free_slots_.count_from(slot); }
+  /// Free slots right before `slot` (0 when no free run ends there).
+  [[nodiscard]] std::size_t free_before(std::size_t slot) const noexcept { return free_slots_.count_before(slot); }
+  /// Pages mapped again after having been unmapped (moved between addresses), ever. A page
+  /// created and mapped for the first time is not counted.
+  [[nodiscard]] std::size_t pages_moved() const noexcept { return pages_moved_; }
 
   class Span;
   /// Reserves a run of `slots` free slots (aligned to L for a large layout); nothing when there is
   /// none. The Span then gathers pages and maps them, or gives everything back when destroyed.
   std::optional<Span> take_slots(std::size_t slots);
+  /// Reserves the free slots [first, first + slots), which must all be free (and `first` aligned to
+  /// L for a large layout): to grow a mapped run in place.
+  Span take_slots_at(std::size_t first, std::size_t slots);
 
   /// Unmaps the pages over [first, first + count) (whole pages this pool mapped) into the pools
   /// and frees the slots.
@@ -100,6 +110,7 @@ class PagePool {
   ExtentSet free_slots_;                               // slots with nothing mapped, not in use
   std::size_t mapped_bytes_ = 0;                       // sum of the mapped pages' sizes
   std::size_t physical_bytes_ = 0;                     // every page created and not released
+  std::size_t pages_moved_ = 0;                        // pooled pages mapped again, ever
 };
 
 /// A run of slots being backed by pages: large pages first (at the L-aligned start), small pages

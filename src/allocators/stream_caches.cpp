@@ -96,15 +96,7 @@ void StreamCaches::put_pages(StreamCache& c, std::size_t first, std::size_t slot
   index_largest(c, before);
 }
 
-std::optional<std::size_t> StreamCaches::take_pages(StreamCache& c, std::size_t slots, bool large_layout) {
-  if (large_layout) {
-    auto const it = c.large_spans.find(slots);
-    if (it == c.large_spans.end()) return std::nullopt;
-    std::size_t const first = it->second;
-    c.large_spans.erase(it);
-    large_spans_.erase(large_spans_.find({slots, c.id}));
-    return first;
-  }
+std::optional<std::size_t> StreamCaches::take_pages(StreamCache& c, std::size_t slots) {
   std::size_t const before = c.pages.largest();
   auto const first = c.pages.take(slots);
   if (first) {
@@ -114,10 +106,33 @@ std::optional<std::size_t> StreamCaches::take_pages(StreamCache& c, std::size_t 
   return first;
 }
 
+std::optional<std::pair<std::size_t, std::size_t>> StreamCaches::take_large_span(StreamCache& c, std::size_t slots) {
+  auto const it = c.large_spans.lower_bound(slots);
+  if (it == c.large_spans.end()) return std::nullopt;
+  auto const [held, first] = *it;
+  c.large_spans.erase(it);
+  large_spans_.erase(large_spans_.find({held, c.id}));
+  return std::pair{first, held};
+}
+
+void StreamCaches::remove_large_span(StreamCache& c, std::size_t first, std::size_t slots) noexcept {
+  auto [it, end] = c.large_spans.equal_range(slots);
+  while (it->second != first) ++it;
+  c.large_spans.erase(it);
+  large_spans_.erase(large_spans_.find({slots, c.id}));
+}
+
+void StreamCaches::remove_pages(StreamCache& c, std::size_t first, std::size_t slots) {
+  std::size_t const before = c.pages.largest();
+  c.pages.erase(first, slots);
+  cached_pages_ -= slots;
+  index_largest(c, before);
+}
+
 StreamCache* StreamCaches::other_with_pages(const StreamCache& not_this, std::size_t slots, bool large_layout) const {
   std::uint64_t id = not_this.id;
   if (large_layout) {
-    for (auto it = large_spans_.lower_bound({slots, 0}); it != large_spans_.end() && it->first == slots; ++it) {
+    for (auto it = large_spans_.lower_bound({slots, 0}); it != large_spans_.end(); ++it) {
       if (it->second != not_this.id) {
         id = it->second;
         break;

@@ -68,9 +68,16 @@ class StreamCaches {
   // Mapped free pages ----------------------------------------------------------------------------
   /// Caches [first, first + slots) on `c`: an extent of small pages, or a whole large-layout span.
   void put_pages(StreamCache& c, std::size_t first, std::size_t slots, bool large_layout);
-  /// Takes `slots` from `c` (best fit among small extents; a span of exactly `slots` for a large layout).
-  std::optional<std::size_t> take_pages(StreamCache& c, std::size_t slots, bool large_layout);
-  /// Another stream than `not_this` whose cache can serve take_pages(slots, large_layout), or null.
+  /// Takes `slots` from `c`'s small extents (best fit); nothing when no extent is that long.
+  std::optional<std::size_t> take_pages(StreamCache& c, std::size_t slots);
+  /// Removes and returns `c`'s smallest large-layout span of at least `slots` as (first, slots).
+  std::optional<std::pair<std::size_t, std::size_t>> take_large_span(StreamCache& c, std::size_t slots);
+  /// Removes `c`'s cached large-layout span at `first` of `slots`, which must be there.
+  void remove_large_span(StreamCache& c, std::size_t first, std::size_t slots) noexcept;
+  /// Removes [first, first + slots), which lies inside one of `c`'s small extents.
+  void remove_pages(StreamCache& c, std::size_t first, std::size_t slots);
+  /// Another stream than `not_this` whose cache can serve `slots`: an extent that long, or for a
+  /// large layout a span at least that long; null when there is none.
   [[nodiscard]] StreamCache* other_with_pages(const StreamCache& not_this, std::size_t slots, bool large_layout) const;
   /// Removes and returns up to `max_slots` of `c`'s small extents (the lowest first) as (first, count).
   std::optional<std::pair<std::size_t, std::size_t>> pop_extent(StreamCache& c, std::size_t max_slots);

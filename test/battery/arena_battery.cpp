@@ -235,6 +235,7 @@ TEST_CASE("a large request is stitched from scattered free pages without growing
   CHECK(s.bytes_physical.current == 8 * page);
   CHECK(s.bytes_mapped.current == 8 * page);
   CHECK(s.reclaims == 4);
+  CHECK(s.pages_moved == 4);  // the four scattered pages, mapped again behind the new run
   CHECK(s.fragmentation == 0.0);
 
   arena.deallocate(joined, 4 * page, stream);
@@ -438,14 +439,21 @@ TEST_CASE("a request of a large page or more gets large pages at an aligned addr
   CHECK(arena.stats().maps == 5);
   arena.deallocate(again, bytes, stream);
 
-  // Another size takes the cached span's pages apart and maps them anew: nothing is created.
+  // A smaller size takes the cached span's front: its first large page stays mapped; the second,
+  // in which the request ends, is unmapped and one small page is mapped in its place (the one of
+  // the span's small tail that the request's own cache gives up). Nothing is created.
   std::size_t const other = large + page;
+  ArenaStats const before = arena.stats();
   void* q = arena.allocate(other, stream);
-  CHECK(reinterpret_cast<std::uintptr_t>(q) % large == 0);
+  CHECK(q == p);
   s = arena.stats();
   CHECK(s.chunks_created == 5);
-  CHECK(s.reclaims == 1);
-  CHECK(s.bytes_physical.current == 2 * large + 3 * page);  // one large, two small pages pooled
+  CHECK(s.maps - before.maps == 1);
+  CHECK(s.unmaps - before.unmaps == 2);
+  CHECK(s.pages_moved - before.pages_moved == 1);
+  CHECK(s.reclaims - before.reclaims == 2);  // the large page, then one small page of the tail
+  CHECK(s.bytes_physical.current == 2 * large + 3 * page);  // one large page pooled
+  CHECK(s.bytes_mapped.current == large + 3 * page);
   memory->write_pattern(q, other, 12, stream);
   CHECK(memory->mismatches(q, other, 12, stream) == 0);
   arena.deallocate(q, other, stream);
@@ -646,4 +654,212 @@ TEST_CASE("a small request with an alignment a slab can honour shares a slab ins
   CHECK_THROWS_WITH(arena.deallocate(p, 4096, stream), ContainsSubstring("not the size that was allocated"));
   for (auto [x, n] : {std::pair{p, 1}, {q, 1}, {r, 100}, {t, 100}}) arena.deallocate(x, static_cast<std::size_t>(n), stream);
   CHECK(arena.stats().allocations.current == 0);
+}
+
+// Churn: memory moves between addresses only when it must -----------------------------------------
+// Moving a page costs an unmap, a map and an access grant (~40 µs per page on the H200); these
+// cases pin how many pages each kind of reuse maps, unmaps and moves.
+
+TEST_CASE("a request one page larger than a cached run extends it in place: 1 map, 0 unmaps", "[arena][battery][churn]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  REQUIRE(arena.large_page_bytes() >= 4 * page);  // 2 and 3 pages are small layouts
+
+  void* p = arena.allocate(2 * page, stream);
+  arena.deallocate(p, 2 * page, stream);  // cached: 2 mapped pages, free addresses behind them
+  ArenaStats const before = arena.stats();
+  void* q = arena.allocate(3 * page, stream);
+  ArenaStats const after = arena.stats();
+  CHECK(q == p);
+  CHECK(after.maps - before.maps == 1);
+  CHECK(after.unmaps - before.unmaps == 0);
+  CHECK(after.pages_moved == 0);
+  CHECK(after.chunks_created - before.chunks_created == 1);
+  CHECK(after.access_calls - before.access_calls == 1);
+  CHECK(after.bytes_mapped.current == 3 * page);
+  CHECK(memory->backend().live_counts().bytes_mapped == 3 * page);
+  memory->write_pattern(q, 3 * page, 31, stream);
+  CHECK(memory->mismatches(q, 3 * page, 31, stream) == 0);
+  arena.deallocate(q, 3 * page, stream);
+}
+
+TEST_CASE("a cached run with free addresses only before it grows downwards in place", "[arena][battery][churn]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  REQUIRE(arena.large_page_bytes() >= 4 * page);
+
+  auto* x = static_cast<std::byte*>(arena.allocate(page, stream));  // slot 0
+  auto* y = static_cast<std::byte*>(arena.allocate(2 * page, stream));  // slots 1-2
+  void* z = arena.allocate(page, stream);  // slot 3: nothing free behind y
+  REQUIRE(y == x + page);
+  arena.deallocate(x, page, stream);
+  CHECK(arena.trim() == page);  // slot 0: free addresses, nothing mapped
+  arena.deallocate(y, 2 * page, stream);
+  ArenaStats const before = arena.stats();
+  void* q = arena.allocate(3 * page, stream);
+  ArenaStats const after = arena.stats();
+  CHECK(q == x);
+  CHECK(after.maps - before.maps == 1);
+  CHECK(after.unmaps - before.unmaps == 0);
+  CHECK(after.pages_moved == 0);
+  memory->write_pattern(q, 3 * page, 32, stream);
+  memory->write_pattern(z, page, 33, stream);
+  CHECK(memory->mismatches(q, 3 * page, 32, stream) == 0);
+  CHECK(memory->mismatches(z, page, 33, stream) == 0);
+  arena.deallocate(q, 3 * page, stream);
+  arena.deallocate(z, page, stream);
+}
+
+TEST_CASE("a cached large span serves a request of fewer whole large pages from its front with no driver call",
+          "[arena][battery][churn]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  std::size_t const large = arena.large_page_bytes();
+  REQUIRE(large >= 4 * page);
+
+  auto* p = static_cast<std::byte*>(arena.allocate(3 * large + 2 * page, stream));
+  arena.deallocate(p, 3 * large + 2 * page, stream);
+  ArenaStats const before = arena.stats();
+  void* q = arena.allocate(2 * large, stream);  // the first two large pages
+  void* r = arena.allocate(large + page, stream);  // the rest: one large page and one of the two small ones
+  void* t = arena.allocate(page, stream);  // the last small page, cached apart
+  ArenaStats const after = arena.stats();
+  CHECK(q == p);
+  CHECK(r == p + 2 * large);
+  CHECK(t == p + 3 * large + page);
+  CHECK(after.maps == before.maps);
+  CHECK(after.unmaps == before.unmaps);
+  CHECK(after.chunks_created == before.chunks_created);
+  CHECK(after.pages_moved == 0);
+  memory->write_pattern(q, 2 * large, 41, stream);
+  memory->write_pattern(r, large + page, 42, stream);
+  memory->write_pattern(t, page, 43, stream);
+  CHECK(memory->mismatches(q, 2 * large, 41, stream) == 0);
+  CHECK(memory->mismatches(r, large + page, 42, stream) == 0);
+  CHECK(memory->mismatches(t, page, 43, stream) == 0);
+  arena.deallocate(q, 2 * large, stream);
+  arena.deallocate(r, large + page, stream);
+  arena.deallocate(t, page, stream);
+  CHECK(arena.trim() == 3 * large + 2 * page);
+}
+
+TEST_CASE("a request larger than a cached large span with free addresses behind it grows the span in place",
+          "[arena][battery][churn]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  std::size_t const large = arena.large_page_bytes();
+  REQUIRE(large >= 4 * page);
+
+  SECTION("more small pages: mapped behind the span's small tail") {
+    void* p = arena.allocate(2 * large + page, stream);
+    arena.deallocate(p, 2 * large + page, stream);
+    ArenaStats const before = arena.stats();
+    void* q = arena.allocate(2 * large + 3 * page, stream);
+    ArenaStats const after = arena.stats();
+    CHECK(q == p);
+    CHECK(after.maps - before.maps == 2);
+    CHECK(after.unmaps - before.unmaps == 0);
+    CHECK(after.chunks_created - before.chunks_created == 2);
+    CHECK(after.pages_moved == 0);
+    CHECK(after.bytes_mapped.current == 2 * large + 3 * page);
+    memory->write_pattern(q, 2 * large + 3 * page, 51, stream);
+    CHECK(memory->mismatches(q, 2 * large + 3 * page, 51, stream) == 0);
+    arena.deallocate(q, 2 * large + 3 * page, stream);
+  }
+  SECTION("one more large page: the small tail is unmapped and the large page mapped where it was") {
+    void* p = arena.allocate(2 * large + page, stream);
+    arena.deallocate(p, 2 * large + page, stream);
+    ArenaStats const before = arena.stats();
+    void* q = arena.allocate(3 * large + page, stream);
+    ArenaStats const after = arena.stats();
+    CHECK(q == p);
+    CHECK(after.maps - before.maps == 2);      // the new large page, the tail's small page again
+    CHECK(after.unmaps - before.unmaps == 1);  // the tail
+    CHECK(after.chunks_created - before.chunks_created == 1);
+    CHECK(after.pages_moved == 1);
+    CHECK(after.bytes_mapped.current == 3 * large + page);
+    CHECK(after.bytes_physical.current == 3 * large + page);
+    memory->write_pattern(q, 3 * large + page, 52, stream);
+    CHECK(memory->mismatches(q, 3 * large + page, 52, stream) == 0);
+    arena.deallocate(q, 3 * large + page, stream);
+  }
+}
+
+TEST_CASE("pages stitched from scattered free pages are counted as moved, first maps of new pages are not",
+          "[arena][battery][churn]") {
+  auto memory = make_battery_memory();
+  ArenaOptions options = memory->options();
+  std::size_t const page = Arena(memory->backend(), options).page_bytes();
+  options.byte_limit = 6 * page;
+  Arena arena(memory->backend(), options);
+  Stream const stream = memory->new_stream();
+
+  std::vector<void*> pages;
+  for (int i = 0; i < 6; ++i) pages.push_back(arena.allocate(page, stream));
+  CHECK(arena.stats().pages_moved == 0);
+  CHECK(arena.stats().maps == 6);
+  for (int i = 0; i < 6; i += 2) arena.deallocate(pages[static_cast<std::size_t>(i)], page, stream);  // 3 free, scattered
+  void* joined = arena.allocate(3 * page, stream);  // no room to create: the 3 pages move
+  ArenaStats const s = arena.stats();
+  CHECK(s.pages_moved == 3);
+  CHECK(s.maps == 9);
+  CHECK(s.unmaps == 3);
+  CHECK(s.chunks_created == 6);
+  arena.deallocate(joined, 3 * page, stream);
+  for (int i = 1; i < 6; i += 2) arena.deallocate(pages[static_cast<std::size_t>(i)], page, stream);
+}
+
+TEST_CASE("a failure while growing or cutting a cached run keeps what stays mapped cached and creates nothing",
+          "[arena][battery][churn][failure]") {
+  auto memory = make_battery_memory();
+  FaultInjectingBackend faulty(memory->backend());
+  Arena arena(faulty, memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  std::size_t const large = arena.large_page_bytes();
+  REQUIRE(large >= 4 * page);
+
+  SECTION("a small run grown in place") {
+    void* p = arena.allocate(2 * page, stream);
+    arena.deallocate(p, 2 * page, stream);
+    faulty.fail_nth(1, {BackendOp::map});
+    CHECK_THROWS_AS(arena.allocate(3 * page, stream), Error);
+    CHECK(faulty.fired());
+    faulty.disarm();
+    CHECK(arena.stats().bytes_physical.current == 2 * page);  // the page created for it was released
+    CHECK(memory->backend().live_counts().bytes_physical == 2 * page);
+    ArenaStats const before = arena.stats();
+    void* q = arena.allocate(2 * page, stream);  // the run is still cached, still mapped
+    CHECK(q == p);
+    CHECK(arena.stats().maps == before.maps);
+    arena.deallocate(q, 2 * page, stream);
+  }
+  SECTION("a large span cut inside a large page") {
+    void* p = arena.allocate(2 * large + page, stream);
+    arena.deallocate(p, 2 * large + page, stream);
+    faulty.fail_nth(1, {BackendOp::map});
+    CHECK_THROWS_AS(arena.allocate(large + page, stream), Error);
+    CHECK(faulty.fired());
+    faulty.disarm();
+    ArenaStats const failed = arena.stats();
+    CHECK(failed.chunks_created == 3);
+    CHECK(failed.bytes_physical.current == 2 * large + page);  // the second large page and the small one pooled
+    CHECK(failed.bytes_mapped.current == large);
+    CHECK(memory->backend().live_counts().bytes_mapped == large);
+    void* q = arena.allocate(large, stream);  // the front is still cached, still mapped
+    CHECK(q == p);
+    CHECK(arena.stats().maps == failed.maps);
+    arena.deallocate(q, large, stream);
+  }
+  std::size_t const held = arena.stats().bytes_physical.current;
+  CHECK(arena.trim() == held);
+  CHECK(memory->backend().live_counts().bytes_physical == 0);
 }

@@ -209,6 +209,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(s.allocations.current == live.size());
       FUZZ_CHECK(s.bytes_mapped.current == host.live_counts().bytes_mapped);
       FUZZ_CHECK(s.bytes_physical.current == host.live_counts().bytes_physical);
+      FUZZ_CHECK(s.pages_moved <= s.maps);  // a page moved is mapped again: one map each
     }
     faulty.disarm();
     for (auto const& [address, allocation] : live) {

@@ -231,14 +231,20 @@ TEST_CASE("another stream's cached pages are found through the index, best fit f
   CHECK(caches.other_with_pages(c, 3, false) == &b);
   CHECK(caches.other_with_pages(c, 6, false) == nullptr);
   CHECK(caches.other_with_pages(a, 2, false) == &b);  // never the asking stream
-  CHECK(caches.take_pages(b, 5, false) == 10);
+  CHECK(caches.take_pages(b, 5) == 10);
   CHECK(caches.other_with_pages(c, 3, false) == nullptr);  // the index follows the change
   CHECK(caches.largest_extent() == 2);
-  // Large-layout spans are found by exact size.
+  // Large-layout spans serve any request up to their size; the smallest that holds it first.
   caches.put_pages(a, 32, 8, true);
+  caches.put_pages(b, 64, 12, true);
   CHECK(caches.other_with_pages(c, 8, true) == &a);
-  CHECK(caches.other_with_pages(c, 12, true) == nullptr);
-  CHECK(caches.take_pages(a, 8, true) == 32);
+  CHECK(caches.other_with_pages(c, 6, true) == &a);
+  CHECK(caches.other_with_pages(c, 9, true) == &b);
+  CHECK(caches.other_with_pages(c, 13, true) == nullptr);
+  CHECK(caches.take_large_span(a, 9) == std::nullopt);
+  CHECK(caches.take_large_span(a, 6) == std::pair<std::size_t, std::size_t>{32, 8});
+  CHECK(caches.other_with_pages(c, 8, true) == &b);
+  caches.remove_large_span(b, 64, 12);
   CHECK(caches.other_with_pages(c, 8, true) == nullptr);
   // Popping for unmapping: the lowest extent first, cut to what is wanted.
   CHECK(caches.pop_extent(a, 1) == std::pair<std::size_t, std::size_t>{0, 1});
