@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <span>
 
 #include <cuvmm/backend.hpp>
 
@@ -40,10 +39,6 @@ class AddressRange {
   }
   /// Mappings into this range that are still alive.
   [[nodiscard]] std::size_t live_mappings() const noexcept;
-
-  /// Sets access over [base() + offset, + bytes) with one backend call; the span may cover many
-  /// mappings side by side and must be fully mapped.
-  void set_access(std::size_t offset, std::size_t bytes, std::span<const AccessGrant> grants);
 
   /// Frees the range now (it must hold no live mappings).
   void reset() noexcept;

@@ -5,10 +5,14 @@
 // CudaBackend (device memory through the driver), HostBackend (Linux virtual memory, so CI can
 // exercise everything above it), FaultInjectingBackend (wraps another and fails the k-th call).
 //
-// Preconditions mirror the CUDA driver's so both backends behave alike:
+// Preconditions mirror the CUDA driver's, and HostBackend and CudaBackend check them with one
+// shared ledger, so both backends accept and refuse the same calls:
 //  - sizes and offsets are multiples of granularity(); map() maps a whole chunk, never part;
-//  - map() targets an unmapped span inside a live range; set_access() covers mapped spans only;
-//  - a range is freed only after every mapping in it was unmapped.
+//  - map() targets an unmapped span inside a live range (or ranges side by side, as cuMemMap allows);
+//  - set_access() and unmap() cover runs of whole mappings side by side (unmap: any sub-run too);
+//  - a range is freed, by itself, only after every mapping in it was unmapped.
+// A refused acquiring call throws cuvmm::Error (ErrorCode::invalid_argument) naming the driver call
+// it stands for ("cuMemMap", "cuMemSetAccess", ...) on every backend, and changes nothing.
 // Acquiring calls throw (cuvmm::Error, OutOfMemory, Unsupported); releasing calls are noexcept,
 // tolerate a driver already shut down at process exit, and cannot be failed by fault injection
 // (nothing can be rolled back once a release failed).

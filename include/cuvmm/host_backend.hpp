@@ -12,8 +12,9 @@
 //                of the same machine opens with pidfd_getfd or /proc: a handle made only of bytes,
 //                as a CUmemFabricHandle is, so code that exchanges fabric handles (over MPI) runs
 //                for real without a GPU. Valid only while the exporter keeps the chunk.
-// Checks the same preconditions as the driver (whole-chunk maps, no double map, access only on
-// mapped memory, no free of a range with mappings) and reports violations as cuvmm::Error.
+// Checks the same preconditions as the driver, with the same code as CudaBackend (whole-chunk maps,
+// no double map, access only on runs of whole mappings, no free of a range with mappings), and
+// reports violations as cuvmm::Error naming the driver call (e.g. "cuMemMap").
 #pragma once
 
 #include <memory>

@@ -1,12 +1,14 @@
 // src/backend/cuda_backend.cpp: CudaBackend, device memory through the driver layer's VMM calls.
 //
 // Owns: one retained primary context (made current on a calling thread that has none, as the
-// runtime does), and the tally of what it handed out: reserved ranges, chunk handles with their
-// sizes, mapped spans. The tally is the real one that leak checks read (live_counts), and it is
-// also what the cheap precondition checks consult: a map must land inside a live range on an
-// unmapped span with the chunk's exact size; access is set only on mapped spans.
-// Invariants: a driver call that failed changes no tally; a release that returned CUDA_SUCCESS or
-// CUDA_ERROR_DEINITIALIZED (driver gone at exit) removes its object from the tally.
+// runtime does), and a BackendLedger (src/backend/ledger.hpp) of what it handed out: reserved
+// ranges, chunk handles with their sizes, mappings. The ledger is the real tally that leak checks
+// read (live_counts), and its checks run before every driver call: they are the HostBackend's
+// too, so both backends accept and refuse the same calls (the ledger follows the driver's measured
+// rules). Device attributes come from the caps layer (src/caps/device_attributes.hpp).
+// Invariants: a driver call that failed changes no record; a release that returned CUDA_SUCCESS or
+// CUDA_ERROR_DEINITIALIZED (driver gone at exit) removes its object; a release the ledger refuses
+// never reaches the driver (asserted in debug builds, as on the host).
 // Never does: policy (rounding, caching, growth), driver calls while holding the tally's mutex, or
 // cuMulticastCreate.
 //
@@ -33,9 +35,13 @@
 #include <utility>
 #include <vector>
 
+#include <cassert>
+
 #include <cuvmm/device_caps.hpp>
 #include <cuvmm/error.hpp>
 
+#include "backend/ledger.hpp"
+#include "caps/device_attributes.hpp"
 #include "driver/driver.hpp"
 
 namespace cuvmm {
@@ -86,27 +92,10 @@ CUmemAccess_flags access_flags(Access access) {
   return CU_MEM_ACCESS_FLAGS_PROT_NONE;
 }
 
-[[noreturn]] void throw_unsupported(std::string capability, std::string remedy, std::string_view call,
-                                    std::string context, Source where) {
-  ErrorDetails details;
-  details.call = std::string(call);
-  details.domain = ErrorDomain::cuvmm;
-  details.code_name = "unsupported";
-  details.context = std::move(context);
-  details.where = where;
-  throw Unsupported(std::move(capability), std::move(remedy), std::move(details));
-}
-
 /// Fabric handles were refused for want of an IMEX channel (CUDA_ERROR_NOT_PERMITTED on the H200).
 [[noreturn]] void throw_imex_unsupported(std::string_view call, CUresult result, std::string context, Source where) {
-  ErrorDetails details;
-  details.call = std::string(call);
-  details.domain = ErrorDomain::cuda;
-  details.code = static_cast<int>(result);
-  details.code_name = driver::error_name(result);
-  details.code_text = driver::error_text(result);
-  details.context = std::move(context);
-  details.where = where;
+  ErrorDetails details = foreign_error_details(ErrorDomain::cuda, static_cast<int>(result), driver::error_name(result),
+                                               driver::error_text(result), call, std::move(context), where);
   std::string capability = "IMEX channel (";
   capability += imex_channel_present() ? "one exists under " : "none exists under ";
   capability += imex_channel_directory;
@@ -118,18 +107,6 @@ constexpr bool fabric_refused(CUresult result) {
   return result == CUDA_ERROR_NOT_PERMITTED || result == CUDA_ERROR_NOT_SUPPORTED;
 }
 
-int driver_device_count(Source where) {
-  int count = 0;
-  driver::device_get_count(&count, where);
-  return count;
-}
-
-bool device_attribute(CUdevice device, CUdevice_attribute attribute, Source where) {
-  int value = 0;
-  driver::device_get_attribute(&value, attribute, device, where);
-  return value != 0;
-}
-
 /// A chunk request checked against the device's capabilities, as the driver wants it.
 struct ChunkRequest {
   CUmemAllocationProp prop{};
@@ -139,35 +116,14 @@ struct ChunkRequest {
 }  // namespace
 
 struct CudaBackend::State {
-  struct Chunk {
-    std::size_t size = 0;        // bytes of the handle (what cuMemMap must be given)
-    std::size_t references = 0;  // times the driver handed out this handle value and it was not released
-    std::optional<ChunkInfo> info;  // known without asking the driver (created here, uncompressed)
-  };
-
-  /// What a device can do, read once: attributes do not change while the process runs.
-  struct DeviceFacts {
-    CUdevice handle = 0;
-    bool vmm = false;
-    bool posix_fd = false;
-    bool fabric = false;
-    bool compression = false;
-  };
-
   int device = 0;                   // ordinal of the device whose primary context is held
-  int device_count = 0;             // devices the driver reports (fixed for the process)
   driver::PrimaryContext context;   // retained for the backend's lifetime
-  std::size_t address_granularity = 0;  // minimum granularity of plain chunks on `device`: addresses align to it
 
-  mutable std::mutex mutex;                                 // guards the tally below
-  LiveCounts live;                                          // what live_counts() reports
-  std::map<Address, std::size_t> ranges;                    // reserved ranges: base → size
-  std::map<Address, std::size_t> mappings;                  // mapped spans: address → size
-  std::unordered_map<CUmemGenericAllocationHandle, Chunk> chunks;  // live chunk handles
+  mutable std::mutex mutex;                    // guards the ledger
+  std::optional<detail::BackendLedger> ledger;  // set once the address granularity is known
 
-  // Caches of immutable driver answers, so a growth step costs its create/map/access calls only.
-  mutable std::mutex cache_mutex;                                    // guards the two caches
-  mutable std::vector<std::optional<DeviceFacts>> device_facts;      // by ordinal
+  // A cache of immutable driver answers, so a growth step costs its create/map/access calls only.
+  mutable std::mutex cache_mutex;                                    // guards the cache
   mutable std::map<std::tuple<int, unsigned, bool, bool>, std::size_t> granularities;  // (device, handle
                                                                      // types, compression, recommended)
 
@@ -183,52 +139,30 @@ struct CudaBackend::State {
       (void)driver::ctx_set_current.no_throw(context.get());
   }
 
-  /// The device's handle and capabilities, read from the driver on first use.
-  DeviceFacts facts(int ordinal, std::string_view call, Source where) const {
-    if (ordinal < 0 || ordinal >= device_count)
-      throw_invalid_argument(call, "device " + std::to_string(ordinal) + " does not exist (the driver reports " +
-                                       std::to_string(device_count) + " device(s))",
-                             where);
-    auto const index = static_cast<std::size_t>(ordinal);
-    {
-      std::lock_guard lock(cache_mutex);
-      if (device_facts.size() > index && device_facts[index]) return *device_facts[index];
-    }
-    DeviceFacts read;
-    driver::device_get(&read.handle, ordinal, where);
-    read.vmm = device_attribute(read.handle, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, where);
-    read.posix_fd = device_attribute(read.handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, where);
-    read.fabric = device_attribute(read.handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, where);
-    read.compression = device_attribute(read.handle, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, where);
-    std::lock_guard lock(cache_mutex);
-    if (device_facts.size() <= index) device_facts.resize(index + 1);
-    device_facts[index] = read;
-    return read;
-  }
-
   CUdevice device_handle(int ordinal, std::string_view call, Source where) const {
-    return facts(ordinal, call, where).handle;
+    return caps::device_attributes(ordinal, call, where).handle;
   }
 
   /// Checks `props` against its device's capabilities and builds the driver's allocation properties.
   ChunkRequest request(const ChunkProperties& props, std::string_view call, Source where) const {
-    DeviceFacts const device = facts(props.device, call, where);
+    caps::DeviceAttributes const device = caps::device_attributes(props.device, call, where);
     std::string const on_device = " on device " + std::to_string(props.device);
     if (!device.vmm)
-      throw_unsupported("virtual memory management" + on_device, "use a device that supports CUDA VMM", call, {},
-                        where);
-    if (contains(props.shareable, HandleType::posix_fd) && !device.posix_fd)
-      throw_unsupported("POSIX file descriptor handles" + on_device, "create the chunk without HandleType::posix_fd",
-                        call, {}, where);
-    if (contains(props.shareable, HandleType::fabric) && !device.fabric)
-      throw_unsupported("fabric handles" + on_device,
-                        "fabric handles need a device and driver with NVLink fabric (IMEX) support", call, {}, where);
+      throw_unsupported_capability("virtual memory management" + on_device, "use a device that supports CUDA VMM",
+                                   call, {}, where);
+    if (contains(props.shareable, HandleType::posix_fd) && !device.posix_fd_handles)
+      throw_unsupported_capability("POSIX file descriptor handles" + on_device,
+                                   "create the chunk without HandleType::posix_fd", call, {}, where);
+    if (contains(props.shareable, HandleType::fabric) && !device.fabric_handles)
+      throw_unsupported_capability("fabric handles" + on_device,
+                                   "fabric handles need a device and driver with NVLink fabric (IMEX) support", call,
+                                   {}, where);
     ChunkRequest request;
     request.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     request.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     request.prop.location.id = props.device;
     request.prop.requestedHandleTypes = driver_handle_types(props.shareable);
-    request.compression = props.compression && device.compression;
+    request.compression = props.compression && device.generic_compression;
     if (request.compression) request.prop.allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_GENERIC;
     return request;
   }
@@ -263,24 +197,10 @@ struct CudaBackend::State {
         result, "querying the granularity of chunks on device " + std::to_string(prop.location.id), where);
   }
 
-  /// Adds a chunk handle the driver just handed out (with what it is, when that is known).
-  void record_chunk(CUmemGenericAllocationHandle handle, std::size_t size, std::optional<ChunkInfo> info = {}) {
+  /// The size of a live chunk handle (refused naming `op`'s driver call when unknown).
+  std::size_t chunk_size(CUmemGenericAllocationHandle handle, BackendOp op) const {
     std::lock_guard lock(mutex);
-    Chunk& chunk = chunks[handle];
-    chunk.size = size;
-    if (chunk.references == 0) chunk.info = info;
-    ++chunk.references;
-    ++live.chunks;
-    live.bytes_physical += size;
-  }
-
-  std::size_t chunk_size(CUmemGenericAllocationHandle handle, std::string_view call, Source where) const {
-    std::lock_guard lock(mutex);
-    auto const found = chunks.find(handle);
-    if (found == chunks.end())
-      throw_invalid_argument(call, "chunk handle " + std::to_string(handle) + " is not a live chunk of this backend",
-                             where);
-    return found->second.size;
+    return ledger->chunk(ChunkHandle{handle}, op).size;
   }
 
   /// Checks that an imported handle is `size` bytes, as its exporter announced (see the note at the
@@ -290,8 +210,8 @@ struct CudaBackend::State {
     {
       // The driver may hand back a handle value this backend already holds: its size is known.
       std::lock_guard lock(mutex);
-      if (auto const known = chunks.find(handle); known != chunks.end()) {
-        if (known->second.size != size) throw_wrong_import_size(call, known->second.size, size, where);
+      if (const detail::BackendLedger::Chunk* const known = ledger->find_chunk(ChunkHandle{handle})) {
+        if (known->size != size) throw_wrong_import_size(call, known->size, size, where);
         return;
       }
     }
@@ -325,11 +245,10 @@ CudaBackend::CudaBackend(int device) : state_(std::make_unique<State>()) {
   driver::require_driver("CudaBackend");
   State& s = *state_;
   s.device = device;
-  s.device_count = driver_device_count(where);
   ChunkRequest const plain = s.request(ChunkProperties{.device = device}, "CudaBackend", where);
   s.context = driver::PrimaryContext(s.device_handle(device, "CudaBackend", where), where);
   s.make_current(where);
-  s.address_granularity = s.query_granularity(plain.prop, GranularityKind::minimum, where);
+  s.ledger.emplace(s.query_granularity(plain.prop, GranularityKind::minimum, where));
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -359,46 +278,34 @@ Backend::MemoryInfo CudaBackend::memory_info(int device) const {
 Address CudaBackend::reserve(std::size_t size, std::size_t alignment) {
   Source const where = Source::current();
   State& s = *state_;
-  if (size == 0 || size % s.address_granularity != 0)
-    throw_invalid_argument("cuMemAddressReserve", "size " + std::to_string(size) +
-                                                      " is not a positive multiple of the granularity " +
-                                                      bytes_text(s.address_granularity), where);
-  if ((alignment & (alignment - 1)) != 0)
-    throw_invalid_argument("cuMemAddressReserve",
-                           "alignment " + std::to_string(alignment) + " is neither 0 nor a power of two", where);
+  s.ledger->check_reserve(size, alignment);  // const: the granularity never changes
   s.make_current(where);
-  CUdeviceptr base = 0;
-  CUresult const result = driver::mem_address_reserve.no_throw(&base, size, alignment, 0, 0);
-  if (result != CUDA_SUCCESS)
-    driver::mem_address_reserve.throw_error(result, "reserving " + bytes_text(size) + " of address space", where);
+  // Freed again if booking it throws.
+  driver::PendingReservation pending(size, alignment, "reserving " + bytes_text(size) + " of address space", where);
   std::lock_guard lock(s.mutex);
-  s.ranges.emplace(base, size);
-  ++s.live.ranges;
-  s.live.bytes_reserved += size;
-  return base;
+  s.ledger->add_range(pending.get(), size);
+  return pending.adopt();
 }
 
 void CudaBackend::free_range(Address base, std::size_t size) noexcept {
   State& s = *state_;
+  {
+    std::lock_guard lock(s.mutex);
+    [[maybe_unused]] const char* const refusal = s.ledger->free_range_refusal(base, size);
+    assert(refusal == nullptr && "CudaBackend::free_range: refused (see BackendLedger::free_range_refusal)");
+    if (refusal != nullptr) return;
+  }
   s.make_current_no_throw();
   if (!driver::released(driver::mem_address_free.no_throw(base, size))) return;
   std::lock_guard lock(s.mutex);
-  if (auto const found = s.ranges.find(base); found != s.ranges.end()) {
-    --s.live.ranges;
-    s.live.bytes_reserved -= found->second;
-    s.ranges.erase(found);
-  }
+  s.ledger->remove_range(base);
 }
 
 ChunkHandle CudaBackend::create_chunk(std::size_t size, const ChunkProperties& props) {
   Source const where = Source::current();
   State& s = *state_;
   ChunkRequest const request = s.request(props, "cuMemCreate", where);
-  std::size_t const granularity = s.query_granularity(request.prop, GranularityKind::minimum, where);
-  if (size == 0 || size % granularity != 0)
-    throw_invalid_argument("cuMemCreate", "size " + std::to_string(size) +
-                                              " is not a positive multiple of the granularity " +
-                                              bytes_text(granularity), where);
+  s.ledger->check_create(size, s.query_granularity(request.prop, GranularityKind::minimum, where));
   s.make_current(where);
   CUmemGenericAllocationHandle handle = 0;
   CUresult const result = driver::mem_create.no_throw(&handle, size, &request.prop, 0);
@@ -410,36 +317,40 @@ ChunkHandle CudaBackend::create_chunk(std::size_t size, const ChunkProperties& p
       throw_imex_unsupported(driver::mem_create.name(), result, std::move(context), where);
     driver::mem_create.throw_error(result, std::move(context), where);
   }
+  driver::PendingAllocation pending(handle);  // released again if booking it throws
   // An uncompressed chunk made here is exactly what was asked for; only granted compression needs the
   // driver's word (chunk_info reads it).
   std::optional<ChunkInfo> known;
   if (!request.compression) known = ChunkInfo{size, props.device, props.shareable, false};
-  s.record_chunk(handle, size, known);
-  return ChunkHandle{handle};
+  std::lock_guard lock(s.mutex);
+  s.ledger->add_chunk(ChunkHandle{handle}, size, known);
+  return ChunkHandle{pending.adopt()};
 }
 
 void CudaBackend::release_chunk(ChunkHandle chunk) noexcept {
   State& s = *state_;
+  {
+    std::lock_guard lock(s.mutex);
+    [[maybe_unused]] const char* const refusal = s.ledger->release_refusal(chunk);
+    assert(refusal == nullptr && "CudaBackend::release_chunk: unknown chunk handle");
+    if (refusal != nullptr) return;
+  }
   s.make_current_no_throw();
   if (!driver::released(driver::mem_release.no_throw(chunk.value))) return;
   std::lock_guard lock(s.mutex);
-  auto const found = s.chunks.find(chunk.value);
-  if (found == s.chunks.end()) return;
-  --s.live.chunks;
-  s.live.bytes_physical -= found->second.size;
-  if (--found->second.references == 0) s.chunks.erase(found);
+  s.ledger->remove_chunk(chunk);
 }
 
 ChunkInfo CudaBackend::chunk_info(ChunkHandle chunk) const {
   Source const where = Source::current();
   State const& s = *state_;
+  ChunkInfo info;
   {
     std::lock_guard lock(s.mutex);
-    if (auto const found = s.chunks.find(chunk.value); found != s.chunks.end() && found->second.info)
-      return *found->second.info;
+    const detail::BackendLedger::Chunk& known = s.ledger->chunk(chunk, BackendOp::chunk_info);
+    if (known.info) return *known.info;
+    info.size = known.size;
   }
-  ChunkInfo info;
-  info.size = s.chunk_size(chunk.value, "cuMemGetAllocationPropertiesFromHandle", where);
   s.make_current(where);
   CUmemAllocationProp prop{};
   CUresult const result = driver::mem_get_allocation_properties_from_handle.no_throw(&prop, chunk.value);
@@ -454,61 +365,44 @@ ChunkInfo CudaBackend::chunk_info(ChunkHandle chunk) const {
 void CudaBackend::map(Address address, std::size_t size, ChunkHandle chunk) {
   Source const where = Source::current();
   State& s = *state_;
-  std::size_t const chunk_bytes = s.chunk_size(chunk.value, "cuMemMap", where);
-  std::string const what = bytes_text(size) + " at " + address_text(address);
-  if (size != chunk_bytes)
-    throw_invalid_argument("cuMemMap", "mapping " + what + ": the size must be the whole chunk's, " +
-                                           bytes_text(chunk_bytes), where);
-  if (address == 0 || address % s.address_granularity != 0)
-    throw_invalid_argument("cuMemMap", "mapping " + what + ": the address is not a multiple of the granularity " +
-                                           bytes_text(s.address_granularity), where);
   {
     std::lock_guard lock(s.mutex);
-    auto const after = s.ranges.upper_bound(address);  // the first range starting past `address`
-    bool const inside = after != s.ranges.begin() &&
-                        address + size <= std::prev(after)->first + std::prev(after)->second;
-    if (!inside)
-      throw_invalid_argument("cuMemMap", "mapping " + what + ": the span is not inside a reserved range", where);
-    auto const next = s.mappings.lower_bound(address);
-    bool const overlaps_next = next != s.mappings.end() && next->first < address + size;
-    bool const overlaps_previous =
-        next != s.mappings.begin() && std::prev(next)->first + std::prev(next)->second > address;
-    if (overlaps_next || overlaps_previous)
-      throw_invalid_argument("cuMemMap", "mapping " + what + ": the span is already mapped", where);
+    s.ledger->check_map(address, size, chunk);
   }
+  std::string const what = bytes_text(size) + " at " + address_text(address);
   s.make_current(where);
   CUresult const result = driver::mem_map.no_throw(address, size, 0, chunk.value, 0);
   if (result != CUDA_SUCCESS) driver::mem_map.throw_error(result, "mapping " + what, where);
   std::lock_guard lock(s.mutex);
-  s.mappings.emplace(address, size);
-  ++s.live.mappings;
-  s.live.bytes_mapped += size;
+  try {
+    s.ledger->add_mapping(address, size, chunk);
+  } catch (...) {
+    (void)driver::mem_unmap.no_throw(address, size);
+    throw;
+  }
 }
 
 void CudaBackend::unmap(Address address, std::size_t size) noexcept {
   State& s = *state_;
+  {
+    std::lock_guard lock(s.mutex);
+    [[maybe_unused]] const char* const refusal = s.ledger->unmap_refusal(address, size);
+    assert(refusal == nullptr && "CudaBackend::unmap: the span is not a run of whole mappings");
+    if (refusal != nullptr) return;
+  }
   s.make_current_no_throw();
   if (!driver::released(driver::mem_unmap.no_throw(address, size))) return;
   std::lock_guard lock(s.mutex);
-  auto first = s.mappings.lower_bound(address);
-  auto last = first;
-  while (last != s.mappings.end() && last->first < address + size) {
-    --s.live.mappings;
-    s.live.bytes_mapped -= last->second;
-    ++last;
-  }
-  s.mappings.erase(first, last);
+  s.ledger->remove_mappings(address, size);
 }
 
 void CudaBackend::set_access(Address address, std::size_t size, std::span<const AccessGrant> grants) {
   Source const where = Source::current();
   State& s = *state_;
-  std::string const what = bytes_text(size) + " at " + address_text(address);
-  if (grants.empty()) throw_invalid_argument("cuMemSetAccess", "setting access on " + what + ": no grants", where);
-  if (size == 0 || size % s.address_granularity != 0 || address % s.address_granularity != 0)
-    throw_invalid_argument("cuMemSetAccess", "setting access on " + what +
-                                                 ": address and size must be multiples of the granularity " +
-                                                 bytes_text(s.address_granularity), where);
+  {
+    std::lock_guard lock(s.mutex);
+    s.ledger->check_set_access(address, size, grants);
+  }
   std::vector<CUmemAccessDesc> descriptors;
   descriptors.reserve(grants.size());
   for (AccessGrant const& grant : grants) {
@@ -519,23 +413,7 @@ void CudaBackend::set_access(Address address, std::size_t size, std::span<const 
     descriptor.flags = access_flags(grant.access);
     descriptors.push_back(descriptor);
   }
-  {
-    // The span must be covered by mappings side by side, from its first byte to its last.
-    std::lock_guard lock(s.mutex);
-    auto span = s.mappings.upper_bound(address);
-    bool covered = span != s.mappings.begin();
-    Address reached = address;
-    if (covered) {
-      --span;
-      while (span != s.mappings.end() && span->first <= reached && reached < address + size) {
-        reached = std::max(reached, span->first + span->second);
-        ++span;
-      }
-      covered = reached >= address + size;
-    }
-    if (!covered)
-      throw_invalid_argument("cuMemSetAccess", "setting access on " + what + ": the span is not fully mapped", where);
-  }
+  std::string const what = bytes_text(size) + " at " + address_text(address);
   s.make_current(where);
   CUresult const result = driver::mem_set_access.no_throw(address, size, descriptors.data(), descriptors.size());
   if (result != CUDA_SUCCESS) driver::mem_set_access.throw_error(result, "setting access on " + what, where);
@@ -544,7 +422,7 @@ void CudaBackend::set_access(Address address, std::size_t size, std::span<const 
 UniqueFd CudaBackend::export_posix_fd(ChunkHandle chunk) {
   Source const where = Source::current();
   State& s = *state_;
-  (void)s.chunk_size(chunk.value, "cuMemExportToShareableHandle", where);
+  (void)s.chunk_size(chunk.value, BackendOp::export_posix_fd);
   s.make_current(where);
   int descriptor = -1;
   CUresult const result = driver::mem_export_to_shareable_handle.no_throw(
@@ -574,15 +452,16 @@ ChunkHandle CudaBackend::import_posix_fd(int fd, std::size_t size) {
     driver::mem_import_from_shareable_handle.throw_error(result, "importing a chunk from fd " + std::to_string(fd),
                                                          where);
   driver::PendingAllocation pending(handle);
-  s.verify_imported_size(pending.get(), size, "import_posix_fd", where);
-  s.record_chunk(pending.adopt(), size);
-  return ChunkHandle{handle};
+  s.verify_imported_size(pending.get(), size, detail::call_name(BackendOp::import_posix_fd), where);
+  std::lock_guard lock(s.mutex);
+  s.ledger->add_chunk(ChunkHandle{handle}, size);
+  return ChunkHandle{pending.adopt()};
 }
 
 FabricHandle CudaBackend::export_fabric(ChunkHandle chunk) {
   Source const where = Source::current();
   State& s = *state_;
-  (void)s.chunk_size(chunk.value, "cuMemExportToShareableHandle", where);
+  (void)s.chunk_size(chunk.value, BackendOp::export_fabric);
   s.make_current(where);
   CUmemFabricHandle exported{};
   CUresult const result =
@@ -615,14 +494,15 @@ ChunkHandle CudaBackend::import_fabric(const FabricHandle& fabric, std::size_t s
     driver::mem_import_from_shareable_handle.throw_error(result, std::move(context), where);
   }
   driver::PendingAllocation pending(handle);
-  s.verify_imported_size(pending.get(), size, "import_fabric", where);
-  s.record_chunk(pending.adopt(), size);
-  return ChunkHandle{handle};
+  s.verify_imported_size(pending.get(), size, detail::call_name(BackendOp::import_fabric), where);
+  std::lock_guard lock(s.mutex);
+  s.ledger->add_chunk(ChunkHandle{handle}, size);
+  return ChunkHandle{pending.adopt()};
 }
 
 LiveCounts CudaBackend::live_counts() const noexcept {
   std::lock_guard lock(state_->mutex);
-  return state_->live;
+  return state_->ledger->counts();
 }
 
 CudaBackend& cuda_backend(int device) {

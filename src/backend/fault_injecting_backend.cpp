@@ -75,11 +75,9 @@ void FaultInjectingBackend::before_call(BackendOp op) const {
     fired_ = true;
     failure = failure_;
   }
-  ErrorDetails details;
-  details.call = std::string(to_string(op));
-  details.domain = ErrorDomain::cuvmm;
-  details.code_name = "injected fault";
-  details.context = "injected fault";
+  // Failure::out_of_memory is thrown as OutOfMemory (what allocators catch) but keeps its code,
+  // injected_fault, so a test can tell it from a real exhaustion.
+  ErrorDetails details = cuvmm_error_details(ErrorCode::injected_fault, to_string(op), "injected fault");
   if (failure == Failure::out_of_memory) throw OutOfMemory(std::move(details));
   throw Error(std::move(details));
 }

@@ -1,9 +1,9 @@
 // HostBackend: the backend contract on plain Linux virtual memory.
 //
 // What it owns: every range it reserved (PROT_NONE anonymous mappings), every chunk it created or
-// imported (one memfd each; the ChunkHandle value is the memfd number), and the book of mappings.
-// All of it sits in one State behind one mutex; the books are ordered maps keyed by address, so
-// "is this span reserved / unmapped / fully mapped" is a walk over neighbours.
+// imported (one memfd each; the ChunkHandle value is the memfd number), and a BackendLedger
+// (src/backend/ledger.hpp) that books them with the mappings, behind one mutex. The ledger's
+// checks are the CudaBackend's too, so both backends accept and refuse the same calls.
 //
 // How each call maps onto the kernel:
 //  - reserve:      mmap(PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE) of size + alignment,
@@ -31,12 +31,12 @@
 //                  lets MPI exchange code run for real without IMEX; it never crosses machines,
 //                  and it is valid only while the exporter keeps the chunk.
 //
-// Invariants, as the CUDA driver has them: chunk, range and mapping sizes are multiples of the
-// granularity; map() maps whole chunks into reserved, unmapped spans (which may cross the boundary
-// of two adjacent ranges, as cuMemMap allows); set_access() and unmap() cover whole mappings side by
-// side; a range is freed only when no mapping overlaps it. Releasing a chunk that is still mapped
-// closes its memfd but its memory stays valid until the last mapping goes (as with cuMemRelease):
-// the chunk no longer counts in LiveCounts::chunks, its bytes still count in bytes_physical.
+// Invariants: the ledger's (chunk, range and mapping sizes are multiples of the granularity; map()
+// maps whole chunks into reserved, unmapped spans, which may cross the boundary of adjacent
+// ranges; set_access() and unmap() cover runs of whole mappings; a range is freed only when no
+// mapping overlaps it; precondition errors name the driver call, e.g. "cuMemMap"). Releasing a
+// chunk that is still mapped closes its memfd but its memory stays valid until the last mapping
+// goes (as with cuMemRelease): it leaves LiveCounts::chunks, its bytes stay in bytes_physical.
 // Options::physical_limit caps bytes_physical at create_chunk (OutOfMemory past it); an imported
 // chunk counts in bytes_physical (this process now holds that memory) but is never refused, since
 // importing allocates nothing. memory_info() reports the limit minus bytes_physical when one is set.
@@ -68,6 +68,7 @@
 
 #include <cuvmm/error.hpp>
 
+#include "backend/ledger.hpp"
 #include "support/little_endian.hpp"
 
 namespace cuvmm {
@@ -81,20 +82,11 @@ std::size_t system_page_size() noexcept {
 /// The seals of every chunk's memfd: its size is fixed for good.
 constexpr int chunk_seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
-bool is_power_of_two(std::size_t value) noexcept { return value != 0 && (value & (value - 1)) == 0; }
-
 std::string hex(Address address) {
   char text[32];
   std::snprintf(text, sizeof text, "0x%" PRIxPTR, address);
   return text;
 }
-
-std::string span_text(Address address, std::size_t size) {
-  return "[" + hex(address) + ", +" + std::to_string(size) + ")";
-}
-
-/// Whether [address, address + size) wraps around the end of the address space.
-bool wraps(Address address, std::size_t size) noexcept { return address + size < address; }
 
 /// Smallest common multiple of a and b, or 0 when it does not fit a size_t.
 std::size_t common_multiple(std::size_t a, std::size_t b) noexcept {
@@ -125,117 +117,46 @@ std::size_t mem_available_bytes() noexcept {
 }  // namespace
 
 struct HostBackend::State {
-  /// One physical chunk. Lives while its handle is unreleased or any mapping still shows it.
-  struct Chunk {
-    UniqueFd memfd;                // the memory; closed (invalid) once the handle is released
-    ChunkInfo info;                // what was created or imported
-    std::size_t mappings = 0;      // live mappings of this chunk
-  };
-  /// One mapping: a whole chunk at one address.
-  struct MappingRecord {
-    std::size_t size = 0;          // == the chunk's size
-    std::shared_ptr<Chunk> chunk;  // keeps the books of a released chunk until it is unmapped
-  };
-
   Options options;
   std::size_t page_size = 0;
 
-  mutable std::mutex mutex;                                   // guards everything below
-  std::map<Address, std::size_t> ranges;                      // base -> size of each reservation
-  std::map<int, std::shared_ptr<Chunk>> chunks;               // memfd -> chunk, for unreleased handles
-  std::map<Address, MappingRecord> mappings;                  // address -> mapping
-  std::size_t bytes_reserved = 0;                             // sum of range sizes
-  std::size_t bytes_physical = 0;                             // bytes of every live Chunk
-  std::size_t bytes_mapped = 0;                               // sum of mapping sizes
+  mutable std::mutex mutex;          // guards everything below
+  detail::BackendLedger ledger;      // ranges, chunks, mappings and the checks on them
+  std::map<int, UniqueFd> memfds;    // memfd of each unreleased chunk handle (the handle's value)
+  std::size_t bytes_held = 0;        // bytes of chunks being created, held against physical_limit
 
-  /// Whether [address, address + size) lies within reservations (one, or several side by side).
-  bool span_reserved(Address address, std::size_t size) const {
-    Address const end = address + size;
-    auto it = ranges.upper_bound(address);
-    if (it == ranges.begin()) return false;
-    --it;
-    Address covered = it->first;
-    while (it != ranges.end() && it->first == covered) {
-      covered += it->second;
-      if (covered > address && covered >= end) return true;
-      ++it;
+  explicit State(std::size_t granularity) : ledger(granularity) {}
+
+  /// The memfd of a live chunk, which must have been created shareable as `type` (named `what`).
+  int shareable_memfd(BackendOp op, ChunkHandle handle, HandleType type, std::string_view what) const {
+    const detail::BackendLedger::Chunk& found = ledger.chunk(handle, op);
+    if (!found.info || !contains(found.info->shareable, type)) {
+      throw_invalid_argument(detail::call_name(op), "chunk " + std::to_string(handle.value) +
+                                                        " was not created shareable as " + std::string(what) +
+                                                        " (ChunkProperties::shareable)");
     }
-    return false;
-  }
-
-  /// Whether any mapping overlaps [address, address + size).
-  bool span_touches_mapping(Address address, std::size_t size) const {
-    Address const end = address + size;
-    auto it = mappings.lower_bound(address);
-    if (it != mappings.end() && it->first < end) return true;
-    if (it == mappings.begin()) return false;
-    --it;
-    return it->first + it->second.size > address;
-  }
-
-  /// Whether [address, address + size) is exactly a run of whole mappings side by side.
-  bool span_is_whole_mappings(Address address, std::size_t size) const {
-    Address const end = address + size;
-    Address next = address;
-    for (auto it = mappings.find(address); it != mappings.end() && it->first == next; ++it) {
-      next += it->second.size;
-      if (next == end) return true;
-      if (next > end) return false;
-    }
-    return false;
-  }
-
-  const std::shared_ptr<Chunk>& chunk(std::string_view call, ChunkHandle handle) const {
-    auto const it = handle.value <= static_cast<std::uint64_t>(INT32_MAX)
-                        ? chunks.find(static_cast<int>(handle.value))
-                        : chunks.end();
-    if (it == chunks.end()) {
-      throw_invalid_argument(call, "unknown chunk handle " + std::to_string(handle.value) +
-                                       " (never created here, or already released)");
-    }
-    return it->second;
-  }
-
-  /// The chunk behind `handle`, which must have been created shareable as `type` (named `what`).
-  const Chunk& shareable_chunk(std::string_view call, ChunkHandle handle, HandleType type, std::string_view what) const {
-    const Chunk& found = *chunk(call, handle);
-    if (!contains(found.info.shareable, type)) {
-      throw_invalid_argument(call, "chunk " + std::to_string(handle.value) + " was not created shareable as " +
-                                       std::string(what) + " (ChunkProperties::shareable)");
-    }
-    return found;
-  }
-
-  void check_granular(std::string_view call, std::string_view what, std::size_t value) const {
-    if (value == 0 || value % options.granularity != 0) {
-      throw_invalid_argument(call, std::string(what) + " " + std::to_string(value) +
-                                       " is not a positive multiple of the granularity " +
-                                       std::to_string(options.granularity));
-    }
-  }
-
-  /// Drops a chunk's physical bytes once neither its handle nor a mapping holds it.
-  void forget_if_unused(const Chunk& chunk) noexcept {
-    if (!chunk.memfd.valid() && chunk.mappings == 0) bytes_physical -= chunk.info.size;
+    return memfds.at(static_cast<int>(handle.value)).get();
   }
 };
 
 HostBackend::HostBackend() : HostBackend(Options{}) {}
 
-HostBackend::HostBackend(Options options) : state_(std::make_unique<State>()) {
-  state_->page_size = system_page_size();
-  if (options.granularity == 0 || options.granularity % state_->page_size != 0) {
+HostBackend::HostBackend(Options options) {
+  std::size_t const page_size = system_page_size();
+  if (options.granularity == 0 || options.granularity % page_size != 0) {
     throw_invalid_argument("HostBackend", "granularity " + std::to_string(options.granularity) +
                                               " is not a positive multiple of the page size " +
-                                              std::to_string(state_->page_size));
+                                              std::to_string(page_size));
   }
+  state_ = std::make_unique<State>(options.granularity);
+  state_->page_size = page_size;
   state_->options = options;
 }
 
 // Whatever the caller leaked is given back to the kernel: unmapping the ranges removes every
-// mapping in them, and the chunk records close their memfds.
+// mapping in them, and the memfds close with the State.
 HostBackend::~HostBackend() {
-  for (const auto& [base, size] : state_->ranges) ::munmap(reinterpret_cast<void*>(base), size);
+  for (const auto& [base, size] : state_->ledger.ranges()) ::munmap(reinterpret_cast<void*>(base), size);
 }
 
 const HostBackend::Options& HostBackend::options() const noexcept { return state_->options; }
@@ -248,8 +169,9 @@ Backend::MemoryInfo HostBackend::memory_info(int) const {
   MemoryInfo info;
   if (state_->options.physical_limit != 0) {
     std::lock_guard lock(state_->mutex);
+    std::size_t const in_use = state_->ledger.counts().bytes_physical;
     info.total = state_->options.physical_limit;
-    info.free = info.total > state_->bytes_physical ? info.total - state_->bytes_physical : 0;
+    info.free = info.total > in_use ? info.total - in_use : 0;
     return info;
   }
   struct sysinfo system {};
@@ -262,19 +184,16 @@ Backend::MemoryInfo HostBackend::memory_info(int) const {
 
 Address HostBackend::reserve(std::size_t size, std::size_t alignment) {
   State& s = *state_;
-  s.check_granular("HostBackend::reserve", "size", size);
-  if (alignment != 0 && !is_power_of_two(alignment)) {
-    throw_invalid_argument("HostBackend::reserve",
-                           "alignment " + std::to_string(alignment) + " is not a power of two");
-  }
+  s.ledger.check_reserve(size, alignment);  // const and lock-free: the granularity never changes
   // The base is aligned to the granularity (so offsets that are multiples of it are valid map
   // targets) and to the requested alignment; at least a page, as mmap returns.
   std::size_t const align = common_multiple(alignment == 0 ? s.options.granularity : alignment,
                                             s.options.granularity);
   std::size_t const padding = align > s.page_size ? align - s.page_size : 0;
   if (align == 0 || size > SIZE_MAX - padding) {
-    throw_invalid_argument("HostBackend::reserve", "size " + std::to_string(size) + " with alignment " +
-                                                       std::to_string(alignment) + " overflows");
+    throw_invalid_argument(detail::call_name(BackendOp::reserve), "size " + std::to_string(size) +
+                                                                      " with alignment " + std::to_string(alignment) +
+                                                                      " overflows");
   }
   std::size_t const padded = size + padding;
   void* const raw = ::mmap(nullptr, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -288,61 +207,51 @@ Address HostBackend::reserve(std::size_t size, std::size_t alignment) {
 
   std::lock_guard lock(s.mutex);
   try {
-    s.ranges.emplace(base, size);
+    s.ledger.add_range(base, size);
   } catch (...) {
     ::munmap(reinterpret_cast<void*>(base), size);
     throw;
   }
-  s.bytes_reserved += size;
   return base;
 }
 
 void HostBackend::free_range(Address base, std::size_t size) noexcept {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  auto const it = s.ranges.find(base);
-  bool const known = it != s.ranges.end() && it->second == size;
-  assert(known && "HostBackend::free_range: not a range reserved here (base and size must match)");
-  if (!known) return;
-  bool const mapped = s.span_touches_mapping(base, size);
-  assert(!mapped && "HostBackend::free_range: the range still has mappings; unmap them first");
-  if (mapped) return;
+  [[maybe_unused]] const char* const refusal = s.ledger.free_range_refusal(base, size);
+  assert(refusal == nullptr && "HostBackend::free_range: refused (see BackendLedger::free_range_refusal)");
+  if (refusal != nullptr) return;
   ::munmap(reinterpret_cast<void*>(base), size);
-  s.ranges.erase(it);
-  s.bytes_reserved -= size;
+  s.ledger.remove_range(base);
 }
 
 ChunkHandle HostBackend::create_chunk(std::size_t size, const ChunkProperties& props) {
   State& s = *state_;
-  constexpr std::string_view call = "HostBackend::create_chunk";
-  s.check_granular(call, "size", size);
+  std::string_view const call = detail::call_name(BackendOp::create_chunk);
+  s.ledger.check_create(size, s.options.granularity);
   if (size > static_cast<std::size_t>(INT64_MAX)) {
     throw_invalid_argument(call, "size " + std::to_string(size) + " does not fit a file offset");
   }
   std::string const what = "creating a chunk of " + std::to_string(size) + " bytes";
 
-  // The bytes count as in use from the limit check on (so concurrent calls cannot both pass it);
-  // the kernel work runs outside the lock and the hold is given back if it fails.
+  // The bytes are held against the limit from the check on (so concurrent calls cannot both pass
+  // it); the kernel work runs outside the lock and the hold is given back if it fails.
   {
     std::lock_guard lock(s.mutex);
     std::size_t const limit = s.options.physical_limit;
-    if (limit != 0 && (size > limit || s.bytes_physical > limit - size)) {
-      ErrorDetails details;
-      details.call = std::string(call);
-      details.code_name = "physical limit reached";
-      details.context = what + ": " + std::to_string(s.bytes_physical) + " of the " + std::to_string(limit) +
-                        " bytes allowed (HostBackend::Options::physical_limit) are in use";
-      throw OutOfMemory(std::move(details));
+    std::size_t const in_use = s.ledger.counts().bytes_physical + s.bytes_held;
+    if (limit != 0 && (size > limit || in_use > limit - size)) {
+      throw_out_of_memory(call, what + ": " + std::to_string(in_use) + " of the " + std::to_string(limit) +
+                                    " bytes allowed (HostBackend::Options::physical_limit) are in use");
     }
-    s.bytes_physical += size;
+    s.bytes_held += size;
   }
-  struct TallyHold {
+  struct Hold {
     State& state;
     std::size_t bytes;
-    ~TallyHold() {
-      if (bytes == 0) return;
+    ~Hold() {
       std::lock_guard lock(state.mutex);
-      state.bytes_physical -= bytes;
+      state.bytes_held -= bytes;
     }
   } hold{s, size};
 
@@ -355,72 +264,59 @@ ChunkHandle HostBackend::create_chunk(std::size_t size, const ChunkProperties& p
   if (error != 0) throw_errno("fallocate", error, what);
   if (::fcntl(memfd.get(), F_ADD_SEALS, chunk_seals) != 0) throw_errno("fcntl(F_ADD_SEALS)", errno, what);
 
-  auto chunk = std::make_shared<State::Chunk>();
-  chunk->info = ChunkInfo{size, props.device, props.shareable, false};
   int const key = memfd.get();
-  chunk->memfd = std::move(memfd);  // from here on, `chunk` closes the memfd if anything throws
+  ChunkHandle const handle{static_cast<std::uint64_t>(key)};
   std::lock_guard lock(s.mutex);
-  s.chunks.emplace(key, chunk);
-  hold.bytes = 0;  // the chunk now holds them
-  return ChunkHandle{static_cast<std::uint64_t>(key)};
+  s.memfds.emplace(key, std::move(memfd));
+  try {
+    s.ledger.add_chunk(handle, size, ChunkInfo{size, props.device, props.shareable, false});
+  } catch (...) {
+    s.memfds.erase(key);
+    throw;
+  }
+  return handle;
 }
 
 void HostBackend::release_chunk(ChunkHandle handle) noexcept {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  auto const it = handle.value <= static_cast<std::uint64_t>(INT32_MAX)
-                      ? s.chunks.find(static_cast<int>(handle.value))
-                      : s.chunks.end();
-  assert(it != s.chunks.end() && "HostBackend::release_chunk: unknown chunk handle");
-  if (it == s.chunks.end()) return;
-  std::shared_ptr<State::Chunk> const chunk = std::move(it->second);
-  s.chunks.erase(it);
-  chunk->memfd.reset();  // mappings keep the memory itself alive
-  s.forget_if_unused(*chunk);
+  [[maybe_unused]] const char* const refusal = s.ledger.release_refusal(handle);
+  assert(refusal == nullptr && "HostBackend::release_chunk: unknown chunk handle");
+  if (refusal != nullptr) return;
+  s.memfds.erase(static_cast<int>(handle.value));  // closes it; mappings keep the memory itself alive
+  s.ledger.remove_chunk(handle);
 }
 
 ChunkInfo HostBackend::chunk_info(ChunkHandle handle) const {
   std::lock_guard lock(state_->mutex);
-  return state_->chunk("HostBackend::chunk_info", handle)->info;
+  return *state_->ledger.chunk(handle, BackendOp::chunk_info).info;
 }
 
 void HostBackend::map(Address address, std::size_t size, ChunkHandle handle) {
   State& s = *state_;
-  constexpr std::string_view call = "HostBackend::map";
+  // MAP_FIXED replaces whatever is there: the check and the mmap happen under one lock.
   std::lock_guard lock(s.mutex);
-  const std::shared_ptr<State::Chunk>& chunk = s.chunk(call, handle);
-  if (size != chunk->info.size) {
-    throw_invalid_argument(call, "size " + std::to_string(size) + " is not the chunk's size " +
-                                     std::to_string(chunk->info.size) + ": only whole chunks are mapped");
-  }
-  if (address % s.options.granularity != 0 || wraps(address, size)) {
-    throw_invalid_argument(call, "address " + hex(address) + " is not a multiple of the granularity " +
-                                     std::to_string(s.options.granularity));
-  }
-  if (!s.span_reserved(address, size)) {
-    throw_invalid_argument(call, span_text(address, size) + " is not inside a range reserved by this backend");
-  }
-  if (s.span_touches_mapping(address, size)) {
-    throw_invalid_argument(call, span_text(address, size) + " overlaps a chunk already mapped there");
-  }
-  auto const inserted = s.mappings.emplace(address, State::MappingRecord{size, chunk});
+  s.ledger.check_map(address, size, handle);
   void* const at = ::mmap(reinterpret_cast<void*>(address), size, PROT_NONE, MAP_FIXED | MAP_SHARED,
-                          chunk->memfd.get(), 0);
+                          s.memfds.at(static_cast<int>(handle.value)).get(), 0);
   if (at == MAP_FAILED) {
-    int const error = errno;
-    s.mappings.erase(inserted.first);
-    throw_errno("mmap", error, "mapping chunk " + std::to_string(handle.value) + " at " + span_text(address, size));
+    throw_errno("mmap", errno, "mapping chunk " + std::to_string(handle.value) + " at " + hex(address));
   }
-  ++chunk->mappings;
-  s.bytes_mapped += size;
+  try {
+    s.ledger.add_mapping(address, size, handle);
+  } catch (...) {
+    ::mmap(reinterpret_cast<void*>(address), size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+           -1, 0);
+    throw;
+  }
 }
 
 void HostBackend::unmap(Address address, std::size_t size) noexcept {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  bool const whole = !wraps(address, size) && s.span_is_whole_mappings(address, size);
-  assert(whole && "HostBackend::unmap: the span is not a run of whole mappings");
-  if (!whole) return;
+  [[maybe_unused]] const char* const refusal = s.ledger.unmap_refusal(address, size);
+  assert(refusal == nullptr && "HostBackend::unmap: the span is not a run of whole mappings");
+  if (refusal != nullptr) return;
   void* const at = ::mmap(reinterpret_cast<void*>(address), size, PROT_NONE,
                           MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (at == MAP_FAILED) {
@@ -428,58 +324,49 @@ void HostBackend::unmap(Address address, std::size_t size) noexcept {
     // the reservation still has no hole, and freeing the range unmaps it. Only its memory lingers.
     ::mprotect(reinterpret_cast<void*>(address), size, PROT_NONE);
   }
-  auto it = s.mappings.find(address);
-  while (it != s.mappings.end() && it->first < address + size) {
-    State::Chunk& chunk = *it->second.chunk;
-    --chunk.mappings;
-    s.bytes_mapped -= it->second.size;
-    s.forget_if_unused(chunk);
-    it = s.mappings.erase(it);
-  }
+  s.ledger.remove_mappings(address, size);
 }
 
 void HostBackend::set_access(Address address, std::size_t size, std::span<const AccessGrant> grants) {
   State& s = *state_;
-  constexpr std::string_view call = "HostBackend::set_access";
-  if (grants.empty()) throw_invalid_argument(call, "no access grant was given");
+  std::lock_guard lock(s.mutex);
+  s.ledger.check_set_access(address, size, grants);
+  // The host has one accessor (the CPU): the most permissive grant applies to the whole span.
   Access most = Access::none;
   for (const AccessGrant& grant : grants) {
-    if (grant.access != Access::none && grant.access != Access::read && grant.access != Access::read_write) {
-      throw_invalid_argument(call, "unknown access value " + std::to_string(static_cast<int>(grant.access)));
-    }
     if (static_cast<int>(grant.access) > static_cast<int>(most)) most = grant.access;
   }
   int const protection = most == Access::read_write ? PROT_READ | PROT_WRITE
                          : most == Access::read     ? PROT_READ
                                                     : PROT_NONE;
-  std::lock_guard lock(s.mutex);
-  if (size == 0 || wraps(address, size) || !s.span_is_whole_mappings(address, size)) {
-    throw_invalid_argument(call, span_text(address, size) + " is not a run of whole mappings side by side");
-  }
   if (::mprotect(reinterpret_cast<void*>(address), size, protection) != 0) {
-    throw_errno("mprotect", errno, "setting " + std::string(to_string(most)) + " access on " + span_text(address, size));
+    throw_errno("mprotect", errno, "setting " + std::string(to_string(most)) + " access on " + hex(address) +
+                                       " (" + std::to_string(size) + " bytes)");
   }
 }
 
 UniqueFd HostBackend::export_posix_fd(ChunkHandle handle) {
-  constexpr std::string_view call = "HostBackend::export_posix_fd";
   std::lock_guard lock(state_->mutex);
-  const State::Chunk& chunk = state_->shareable_chunk(call, handle, HandleType::posix_fd, "a POSIX fd");
-  int const fd = ::fcntl(chunk.memfd.get(), F_DUPFD_CLOEXEC, 0);
+  int const memfd = state_->shareable_memfd(BackendOp::export_posix_fd, handle, HandleType::posix_fd, "a POSIX fd");
+  int const fd = ::fcntl(memfd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) throw_errno("fcntl(F_DUPFD_CLOEXEC)", errno, "exporting chunk " + std::to_string(handle.value));
   return UniqueFd(fd);
 }
 
 ChunkHandle HostBackend::import_posix_fd(int fd, std::size_t expected_size) {
   State& s = *state_;
-  constexpr std::string_view call = "HostBackend::import_posix_fd";
+  std::string_view const call = detail::call_name(BackendOp::import_posix_fd);
   if (fd < 0) throw_invalid_argument(call, "fd " + std::to_string(fd) + " is not a descriptor");
   std::string const what = "importing fd " + std::to_string(fd);
   struct stat status {};
   if (::fstat(fd, &status) != 0) throw_errno("fstat", errno, what);
   if (!S_ISREG(status.st_mode)) throw_invalid_argument(call, what + ": not a memfd (not even a regular file)");
   std::size_t const size = static_cast<std::size_t>(status.st_size);
-  s.check_granular(call, what + ": file size", size);
+  if (size == 0 || size % s.options.granularity != 0) {
+    throw_invalid_argument(call, what + ": file size " + std::to_string(size) +
+                                     " is not a positive multiple of the granularity " +
+                                     std::to_string(s.options.granularity));
+  }
   if (size != expected_size) {
     throw_invalid_argument(call, what + ": the chunk is " + std::to_string(size) + " bytes, not the " +
                                      std::to_string(expected_size) + " announced");
@@ -497,14 +384,17 @@ ChunkHandle HostBackend::import_posix_fd(int fd, std::size_t expected_size) {
 
   UniqueFd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (!own) throw_errno("fcntl(F_DUPFD_CLOEXEC)", errno, what);
-  auto chunk = std::make_shared<State::Chunk>();
-  chunk->info = ChunkInfo{size, 0, HandleType::posix_fd, false};
   int const key = own.get();
-  chunk->memfd = std::move(own);
+  ChunkHandle const imported{static_cast<std::uint64_t>(key)};
   std::lock_guard lock(s.mutex);
-  s.chunks.emplace(key, chunk);
-  s.bytes_physical += size;
-  return ChunkHandle{static_cast<std::uint64_t>(key)};
+  s.memfds.emplace(key, std::move(own));
+  try {
+    s.ledger.add_chunk(imported, size, ChunkInfo{size, 0, HandleType::posix_fd, false});
+  } catch (...) {
+    s.memfds.erase(key);
+    throw;
+  }
+  return imported;
 }
 
 namespace {
@@ -534,7 +424,7 @@ Int get_bytes(const FabricHandle& handle, std::size_t at) {
 
 /// A descriptor for fd `fd` of process `pid`: pidfd_getfd, else a reopen through /proc.
 UniqueFd open_peer_fd(std::uint32_t pid, std::uint32_t fd, const std::string& what) {
-  constexpr std::string_view call = "HostBackend::import_fabric";
+  std::string_view const call = detail::call_name(BackendOp::import_fabric);
   UniqueFd process(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)));
   if (!process && errno == ESRCH)
     throw_invalid_argument(call, what + ": process " + std::to_string(pid) +
@@ -556,24 +446,24 @@ UniqueFd open_peer_fd(std::uint32_t pid, std::uint32_t fd, const std::string& wh
 }  // namespace
 
 FabricHandle HostBackend::export_fabric(ChunkHandle handle) {
-  constexpr std::string_view call = "HostBackend::export_fabric";
   std::lock_guard lock(state_->mutex);
-  const State::Chunk& chunk = state_->shareable_chunk(call, handle, HandleType::fabric, "a fabric handle");
+  int const memfd = state_->shareable_memfd(BackendOp::export_fabric, handle, HandleType::fabric, "a fabric handle");
+  std::size_t const size = state_->ledger.chunk(handle, BackendOp::export_fabric).size;
   struct stat status {};
-  if (::fstat(chunk.memfd.get(), &status) != 0) throw_errno("fstat", errno, "exporting chunk " + std::to_string(handle.value));
+  if (::fstat(memfd, &status) != 0) throw_errno("fstat", errno, "exporting chunk " + std::to_string(handle.value));
   FabricHandle exported;
   std::memcpy(exported.data, host_handle_tag, sizeof host_handle_tag);
   put_bytes(exported, version_at, host_handle_version);
   put_bytes(exported, pid_at, static_cast<std::uint32_t>(::getpid()));
-  put_bytes(exported, fd_at, static_cast<std::uint32_t>(chunk.memfd.get()));
+  put_bytes(exported, fd_at, static_cast<std::uint32_t>(memfd));
   put_bytes(exported, device_at, static_cast<std::uint64_t>(status.st_dev));
   put_bytes(exported, inode_at, static_cast<std::uint64_t>(status.st_ino));
-  put_bytes(exported, size_at, static_cast<std::uint64_t>(chunk.info.size));
+  put_bytes(exported, size_at, static_cast<std::uint64_t>(size));
   return exported;
 }
 
 ChunkHandle HostBackend::import_fabric(const FabricHandle& handle, std::size_t size) {
-  constexpr std::string_view call = "HostBackend::import_fabric";
+  std::string_view const call = detail::call_name(BackendOp::import_fabric);
   bool const tagged = std::memcmp(handle.data, host_handle_tag, sizeof host_handle_tag) == 0;
   bool padding_clear = get_bytes<std::uint32_t>(handle, 20) == 0;
   for (std::size_t i = end_at; i < sizeof handle.data; ++i) padding_clear = padding_clear && handle.data[i] == std::byte{0};
@@ -595,16 +485,14 @@ ChunkHandle HostBackend::import_fabric(const FabricHandle& handle, std::size_t s
   ChunkHandle const imported = import_posix_fd(peer_fd.get(), size);
   std::lock_guard lock(state_->mutex);
   // (Another thread may already have released the new handle: then there is nothing to record.)
-  if (auto const found = state_->chunks.find(static_cast<int>(imported.value)); found != state_->chunks.end())
-    found->second->info.shareable = HandleType::fabric;
+  if (detail::BackendLedger::Chunk* const found = state_->ledger.find_chunk(imported); found && found->info)
+    found->info->shareable = HandleType::fabric;
   return imported;
 }
 
 LiveCounts HostBackend::live_counts() const noexcept {
-  const State& s = *state_;
-  std::lock_guard lock(s.mutex);
-  return LiveCounts{s.ranges.size(), s.chunks.size(), s.mappings.size(),
-                    s.bytes_reserved, s.bytes_physical, s.bytes_mapped};
+  std::lock_guard lock(state_->mutex);
+  return state_->ledger.counts();
 }
 
 }  // namespace cuvmm

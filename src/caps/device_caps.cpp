@@ -5,28 +5,94 @@
 // and raises nothing; a kind the device reports but the driver still refuses (fabric handles without
 // an IMEX channel, CUDA_ERROR_NOT_PERMITTED) also reads 0. The queries run in the device's primary
 // context (retained for the call, so the device must be usable); free memory is cuMemGetInfo there.
+// The device attributes (VMM, handle types, multicast, compression) are read once per process
+// (device_attributes(), shared with CudaBackend through src/caps/device_attributes.hpp).
 // Never does: create memory, change a device setting, or call cuMulticastCreate.
 #include <cuvmm/device_caps.hpp>
 
 #include <dirent.h>
 
+#include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <cuvmm/error.hpp>
 #include <cuvmm/types.hpp>
 
+#include "caps/device_attributes.hpp"
 #include "driver/driver.hpp"
 
 namespace cuvmm {
+
+namespace caps {
+namespace {
+
+bool attribute(CUdevice device, CUdevice_attribute which, cuvmm::source_location where) {
+  int value = 0;
+  driver::device_get_attribute(&value, which, device, where);
+  return value != 0;
+}
+
+/// The process-wide cache (leaked on purpose: backends may read it during exit).
+struct AttributeCache {
+  std::mutex mutex;                                       // guards the two members below
+  std::optional<int> count;                               // devices the driver reports
+  std::vector<std::optional<DeviceAttributes>> devices;   // by ordinal
+};
+AttributeCache& cache() {
+  static AttributeCache* const instance = new AttributeCache;
+  return *instance;
+}
+
+}  // namespace
+
+int device_count(cuvmm::source_location where) {
+  AttributeCache& c = cache();
+  {
+    std::lock_guard lock(c.mutex);
+    if (c.count) return *c.count;
+  }
+  driver::require_driver("cuDeviceGetCount", where);
+  int count = 0;
+  driver::device_get_count(&count, where);
+  std::lock_guard lock(c.mutex);
+  c.count = count;
+  return count;
+}
+
+DeviceAttributes device_attributes(int ordinal, std::string_view call, cuvmm::source_location where) {
+  int const count = device_count(where);
+  if (ordinal < 0 || ordinal >= count)
+    throw_invalid_argument(call, "device " + std::to_string(ordinal) + " does not exist (the driver reports " +
+                                     std::to_string(count) + " device(s))",
+                           where);
+  auto const index = static_cast<std::size_t>(ordinal);
+  AttributeCache& c = cache();
+  {
+    std::lock_guard lock(c.mutex);
+    if (c.devices.size() > index && c.devices[index]) return *c.devices[index];
+  }
+  DeviceAttributes read;
+  driver::device_get(&read.handle, ordinal, where);
+  read.vmm = attribute(read.handle, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, where);
+  read.posix_fd_handles = attribute(read.handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, where);
+  read.fabric_handles = attribute(read.handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, where);
+  read.multicast = attribute(read.handle, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, where);
+  read.generic_compression = attribute(read.handle, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, where);
+  read.gpu_direct_rdma_with_vmm =
+      attribute(read.handle, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, where);
+  std::lock_guard lock(c.mutex);
+  if (c.devices.size() <= index) c.devices.resize(index + 1);
+  if (!c.devices[index]) c.devices[index] = read;
+  return *c.devices[index];
+}
+
+}  // namespace caps
+
 namespace {
 
 using Source = cuvmm::source_location;
-
-bool attribute(CUdevice device, CUdevice_attribute which) {
-  int value = 0;
-  driver::device_get_attribute(&value, which, device);
-  return value != 0;
-}
 
 /// A granularity query's result; the refusals that mean "not available here" read as 0.
 template <class EntryPoint>
@@ -97,13 +163,8 @@ int device_count() noexcept { return driver_status().device_count; }
 
 DeviceCaps device_caps(int device) {
   driver::require_driver("device_caps");
-  int count = 0;
-  driver::device_get_count(&count);
-  if (device < 0 || device >= count)
-    throw_invalid_argument("device_caps", "device " + std::to_string(device) + " does not exist (the driver reports " +
-                                              std::to_string(count) + " device(s))");
-  CUdevice handle = 0;
-  driver::device_get(&handle, device);
+  caps::DeviceAttributes const attributes = caps::device_attributes(device, "device_caps");
+  CUdevice const handle = attributes.handle;
   // Granularity and memory queries run in the device's primary context (cuMemGetInfo reports on
   // the current context's device); the caller's current context comes back afterwards.
   driver::PrimaryContext const context(handle);
@@ -122,12 +183,12 @@ DeviceCaps device_caps(int device) {
   caps.compute_capability_minor = minor;
   driver::device_total_mem(&caps.total_memory, handle);
 
-  caps.vmm = attribute(handle, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-  caps.posix_fd_handles = attribute(handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
-  caps.fabric_handles = attribute(handle, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED);
-  caps.multicast = attribute(handle, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED);
-  caps.generic_compression = attribute(handle, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED);
-  caps.gpu_direct_rdma_with_vmm = attribute(handle, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
+  caps.vmm = attributes.vmm;
+  caps.posix_fd_handles = attributes.posix_fd_handles;
+  caps.fabric_handles = attributes.fabric_handles;
+  caps.multicast = attributes.multicast;
+  caps.generic_compression = attributes.generic_compression;
+  caps.gpu_direct_rdma_with_vmm = attributes.gpu_direct_rdma_with_vmm;
   caps.imex_channel_present = imex_channel_present();
 
   if (caps.vmm) {

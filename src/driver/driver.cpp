@@ -18,7 +18,6 @@ namespace cuvmm::driver {
 static_assert(symbols[static_cast<std::size_t>(Slot::mem_get_info)].name == "cuMemGetInfo",
               "symbols must be base names, not the _v2 names cuda.h's macros substitute");
 static_assert(symbols[static_cast<std::size_t>(Slot::device_total_mem)].name == "cuDeviceTotalMem");
-static_assert(symbols[static_cast<std::size_t>(Slot::event_destroy)].name == "cuEventDestroy");
 
 namespace {
 
@@ -109,12 +108,10 @@ CUresult unresolved_result() noexcept {
 
 namespace {
 [[noreturn]] void throw_no_driver(std::string_view call, std::string context, cuvmm::source_location where) {
-  ErrorDetails details;
-  details.call = std::string(call);
-  details.domain = ErrorDomain::cuvmm;
+  // No ErrorCode names a missing driver (it is neither a capability nor a bad argument): the
+  // driver layer's reason is the description users read.
+  ErrorDetails details = cuvmm_error_details(ErrorCode::unspecified, call, std::move(context), where);
   details.code_text = availability().reason;
-  details.context = std::move(context);
-  details.where = where;
   throw Error(std::move(details));
 }
 }  // namespace
@@ -122,23 +119,16 @@ namespace {
 void throw_error(Slot slot, CUresult result, std::string context, cuvmm::source_location where) {
   SymbolInfo const& symbol = symbols[static_cast<std::size_t>(slot)];
   if (!availability().available) throw_no_driver(symbol.name, std::move(context), where);
-  ErrorDetails details;
-  details.call = std::string(symbol.name);
-  details.domain = ErrorDomain::cuda;
-  details.context = std::move(context);
-  details.where = where;
   if (resolved(slot) == nullptr) {
-    details.code = CUDA_ERROR_NOT_FOUND;
-    details.code_name = "CUDA_ERROR_NOT_FOUND";
-    details.code_text = "the installed NVIDIA driver does not provide this entry point";
     std::string const needed = std::to_string(symbol.version / 1000) + "." + std::to_string(symbol.version % 1000 / 10);
-    throw Unsupported("driver entry point " + details.call + " (CUDA " + needed + " or newer)",
+    throw Unsupported("driver entry point " + std::string(symbol.name) + " (CUDA " + needed + " or newer)",
                       "install an NVIDIA driver that supports CUDA " + runtime_version_text() + " or newer",
-                      std::move(details));
+                      foreign_error_details(ErrorDomain::cuda, CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND",
+                                            "the installed NVIDIA driver does not provide this entry point",
+                                            symbol.name, std::move(context), where));
   }
-  details.code = static_cast<int>(result);
-  details.code_name = error_name(result);
-  details.code_text = error_text(result);
+  ErrorDetails details = foreign_error_details(ErrorDomain::cuda, static_cast<int>(result), error_name(result),
+                                               error_text(result), symbol.name, std::move(context), where);
   if (result == CUDA_ERROR_OUT_OF_MEMORY) throw OutOfMemory(std::move(details));
   throw Error(std::move(details));
 }

@@ -63,26 +63,16 @@ namespace cuvmm::driver {
   X(mem_map, cuMemMap, 10020)                                                                  \
   X(mem_unmap, cuMemUnmap, 10020)                                                              \
   X(mem_set_access, cuMemSetAccess, 10020)                                                     \
-  X(mem_get_access, cuMemGetAccess, 10020)                                                     \
   X(mem_get_allocation_granularity, cuMemGetAllocationGranularity, 10020)                      \
   X(mem_export_to_shareable_handle, cuMemExportToShareableHandle, 10020)                       \
   X(mem_import_from_shareable_handle, cuMemImportFromShareableHandle, 10020)                   \
   X(mem_get_allocation_properties_from_handle, cuMemGetAllocationPropertiesFromHandle, 10020) \
-  X(mem_retain_allocation_handle, cuMemRetainAllocationHandle, 11000)                          \
   /* multicast (never created unless the device supports it and the caller asked) */           \
   X(multicast_get_granularity, cuMulticastGetGranularity, 12010)                               \
   X(multicast_create, cuMulticastCreate, 12010)                                                \
   X(multicast_add_device, cuMulticastAddDevice, 12010)                                         \
   X(multicast_bind_mem, cuMulticastBindMem, 12010)                                             \
-  X(multicast_bind_addr, cuMulticastBindAddr, 12010)                                           \
-  X(multicast_unbind, cuMulticastUnbind, 12010)                                                \
-  /* events and streams, for stream-ordered release */                                         \
-  X(event_create, cuEventCreate, 2000)                                                         \
-  X(event_record, cuEventRecord, 2000)                                                         \
-  X(event_query, cuEventQuery, 2000)                                                           \
-  X(event_synchronize, cuEventSynchronize, 2000)                                               \
-  X(event_destroy, cuEventDestroy, 4000)                                                       \
-  X(stream_wait_event, cuStreamWaitEvent, 3020)
+  X(multicast_unbind, cuMulticastUnbind, 12010)
 
 /// Index of each entry point in the resolved table.
 enum class Slot : std::size_t {

@@ -51,16 +51,6 @@ std::size_t AddressRange::live_mappings() const noexcept {
   return live_mappings_ ? live_mappings_->load(std::memory_order_relaxed) : 0;
 }
 
-void AddressRange::set_access(std::size_t offset, std::size_t bytes, std::span<const AccessGrant> grants) {
-  if (empty()) throw_invalid_argument("AddressRange::set_access", "the range is empty");
-  if (bytes == 0 || !contains(offset, bytes)) {
-    throw_invalid_argument("AddressRange::set_access",
-                           "span [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
-                               ") is empty or outside the range of " + std::to_string(size_) + " bytes");
-  }
-  backend_->set_access(base_ + offset, bytes, grants);
-}
-
 void AddressRange::reset() noexcept {
   if (size_ == 0) return;
   // A live mapping here means a composite object declared its members in the wrong order.

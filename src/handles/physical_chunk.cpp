@@ -80,17 +80,15 @@ FabricHandle PhysicalChunk::export_fabric() const {
 
 void check_compression(const PhysicalChunk& chunk, Compression policy) {
   if (policy != Compression::required || chunk.compression_granted()) return;
-  ErrorDetails details;
-  details.call = "check_compression";
-  details.code_name = "unsupported";
-  details.context = "a " + std::to_string(chunk.size()) + "-byte chunk on device " + std::to_string(chunk.device()) +
-                    " was created without compression" +
-                    (chunk.compression_requested() ? " although it was requested" : " (it was not requested)") +
-                    " on the '" + std::string(chunk.empty() ? "no" : chunk.backend()->name()) + "' backend";
-  throw Unsupported("generic compression on device " + std::to_string(chunk.device()),
-                    "use Compression::preferred to fall back to ordinary memory, or a device whose "
-                    "cuvmm-info shows generic compression",
-                    std::move(details));
+  throw_unsupported_capability(
+      "generic compression on device " + std::to_string(chunk.device()),
+      "use Compression::preferred to fall back to ordinary memory, or a device whose cuvmm-info shows generic "
+      "compression",
+      "check_compression",
+      "a " + std::to_string(chunk.size()) + "-byte chunk on device " + std::to_string(chunk.device()) +
+          " was created without compression" +
+          (chunk.compression_requested() ? " although it was requested" : " (it was not requested)") + " on the '" +
+          std::string(chunk.empty() ? "no" : chunk.backend()->name()) + "' backend");
 }
 
 void PhysicalChunk::reset() noexcept {

@@ -94,15 +94,10 @@ MulticastSupport machine_gate(std::span<const int> devices) {
 }
 
 [[noreturn]] void throw_unsupported(const std::string& reason, Source where = Source::current()) {
-  ErrorDetails details;
-  details.call = "MulticastObject";
-  details.code_name = "unsupported";
-  details.context = reason + "; no multicast object was created";
-  details.where = where;
-  throw Unsupported("multicast (" + reason + ")",
-                    "use two or more devices that report multicast support (cuvmm-info lists it per device; "
-                    "NVLink-connected GPUs such as NVSwitch systems)",
-                    std::move(details));
+  throw_unsupported_capability("multicast (" + reason + ")",
+                               "use two or more devices that report multicast support (cuvmm-info lists it per "
+                               "device; NVLink-connected GPUs such as NVSwitch systems)",
+                               "MulticastObject", reason + "; no multicast object was created", where);
 }
 
 CUdevice device_handle(int ordinal) {

@@ -5,6 +5,9 @@
 #include <fcntl.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
 
+#include "backend_battery.hpp"
 #include "gpu.hpp"
 #include "gpu_support.hpp"
 #include "kernels.hpp"
@@ -273,7 +277,7 @@ TEST_CASE("backend precondition failures throw cuvmm::Error naming the driver ca
                  "not a multiple of the granularity");
     // Past the end of the range.
     expect_error([&] { cuda.map(range.base() + 3 * granularity, 2 * granularity, chunk.handle()); }, "cuMemMap",
-                 "not inside a reserved range");
+                 "not inside a range reserved");
     // A reservation that is not a multiple of the granularity.
     expect_error([&] { (void)cuda.reserve(granularity + 4096, 0); }, "cuMemAddressReserve",
                  "not a positive multiple of the granularity");
@@ -282,7 +286,7 @@ TEST_CASE("backend precondition failures throw cuvmm::Error naming the driver ca
                  "not a positive multiple of the granularity");
     // Access on a span that is not mapped.
     expect_error([&] { cuda.set_access(range.base(), granularity, std::span<const AccessGrant>(&read_write, 1)); },
-                 "cuMemSetAccess", "not fully mapped");
+                 "cuMemSetAccess", "not a run of whole mappings");
     // Mapping over a span that is already mapped.
     cuvmm::Mapping const mapped(range, 0, chunk);
     expect_error([&] { cuda.map(range.base() + granularity, 2 * granularity, chunk.handle()); }, "cuMemMap",
@@ -307,4 +311,38 @@ TEST_CASE("cuda_backend returns one process-wide backend per device", "[gpu][bac
   CHECK(first.device() == 0);
   CHECK(first.name() == "cuda");
   CHECK_THROWS_AS(cuvmm::cuda_backend(1 << 20), cuvmm::Error);
+}
+
+// ---- the backend battery (test/battery/backend_battery.cpp) on CudaBackend ----
+
+namespace {
+
+class CudaBatteryBackend final : public cuvmm::test::BatteryBackend {
+ public:
+  cuvmm::Backend& backend() override { return cuda_; }
+  const cuvmm::Backend& tally() override { return cuda_; }
+  void fill(cuvmm::Address address, std::size_t bytes, std::uint8_t value) override {
+    check(cudaMemset(reinterpret_cast<void*>(address), value, bytes), "cudaMemset");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  std::vector<std::uint8_t> read(cuvmm::Address address, std::size_t bytes) override {
+    std::vector<std::uint8_t> out(bytes, static_cast<std::uint8_t>(~0u));
+    check(cudaMemcpy(out.data(), reinterpret_cast<const void*>(address), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return out;
+  }
+
+ private:
+  static void check(cudaError_t status, const char* what) {
+    if (status != cudaSuccess)
+      throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+  }
+  cuvmm::CudaBackend cuda_{0};  // its own tally, so each case starts from zero
+};
+
+}  // namespace
+
+std::unique_ptr<cuvmm::test::BatteryBackend> cuvmm::test::make_battery_backend() {
+  cuvmm::test::require_gpu();
+  cuvmm::test::init_runtime();
+  return std::make_unique<CudaBatteryBackend>();
 }

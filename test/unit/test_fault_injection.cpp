@@ -1,5 +1,6 @@
 // FaultInjectingBackend, and invariant 2 of the design: a failure at any step leaks nothing.
 // Leaks are counted on real things: the inner HostBackend's live objects and /proc/self/fd.
+#include <cstring>
 #include <optional>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
 
+#include "backend_battery.hpp"
 #include "host_memory.hpp"
 #include "observables.hpp"
 #include "recording_backend.hpp"
@@ -211,6 +213,7 @@ TEST_CASE("fail_nth counts only the operations it targets, and the failing call 
   CHECK(error.call() == "map");
   CHECK(error.context() == "injected fault");
   CHECK(error.domain() == cuvmm::ErrorDomain::cuvmm);
+  CHECK(error.is(cuvmm::ErrorCode::injected_fault));
   CHECK(injector.fired());
   CHECK(host.live_counts().mappings == 1);  // the failed map was not forwarded
 
@@ -270,6 +273,7 @@ TEST_CASE("an injected out-of-memory failure is a std::bad_alloc that names the 
     REQUIRE(oom != nullptr);
     CHECK(oom->call() == "create_chunk");
     CHECK(oom->context() == "injected fault");
+    CHECK(oom->cuvmm_code() == cuvmm::ErrorCode::injected_fault);
     CHECK_THAT(error.what(), ContainsSubstring("create_chunk failed"));
   }
   CHECK(caught);
@@ -307,9 +311,9 @@ TEST_CASE("the injector forwards queries and errors of the inner backend unchang
   CHECK(injector.live_counts() == host.live_counts());
 
   auto const fabric = thrown_by<cuvmm::Error>([&] { (void)injector.export_fabric(chunk); });  // not fabric-shareable
-  CHECK(fabric.call() == "HostBackend::export_fabric");
+  CHECK(fabric.call() == "cuMemExportToShareableHandle");
   auto const oom = thrown_by<cuvmm::OutOfMemory>([&] { (void)injector.create_chunk(4 * G, {}); });
-  CHECK(oom.call() == "HostBackend::create_chunk");
+  CHECK(oom.call() == "cuMemCreate");
   CHECK(injector.calls(BackendOp::export_fabric) == 1);
   CHECK(injector.calls(BackendOp::create_chunk) == 2);
 
@@ -319,4 +323,33 @@ TEST_CASE("the injector forwards queries and errors of the inner backend unchang
   injector.release_chunk(imported);
   injector.release_chunk(chunk);
   CHECK(host.live_counts() == LiveCounts{});
+}
+
+// ---- the backend battery (test/battery/backend_battery.cpp) on a never-armed FaultInjectingBackend
+// over a HostBackend: the wrapper must forward every call, result and refusal unchanged ----
+
+namespace {
+
+class FaultInjectingBatteryBackend final : public cuvmm::test::BatteryBackend {
+ public:
+  cuvmm::Backend& backend() override { return injector_; }
+  const cuvmm::Backend& tally() override { return host_; }
+  void fill(cuvmm::Address address, std::size_t bytes, std::uint8_t value) override {
+    std::memset(reinterpret_cast<void*>(address), value, bytes);
+  }
+  std::vector<std::uint8_t> read(cuvmm::Address address, std::size_t bytes) override {
+    std::vector<std::uint8_t> out(bytes);
+    std::memcpy(out.data(), reinterpret_cast<const void*>(address), bytes);
+    return out;
+  }
+
+ private:
+  HostBackend host_{cuvmm::test::small_host_options()};
+  FaultInjectingBackend injector_{host_};
+};
+
+}  // namespace
+
+std::unique_ptr<cuvmm::test::BatteryBackend> cuvmm::test::make_battery_backend() {
+  return std::make_unique<FaultInjectingBatteryBackend>();
 }

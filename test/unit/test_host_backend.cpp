@@ -21,6 +21,9 @@
 #include <cuvmm/error.hpp>
 #include <cuvmm/host_backend.hpp>
 
+#include "backend/ledger.hpp"
+#include "backend_battery.hpp"
+
 #include "host_memory.hpp"
 #include "observables.hpp"
 
@@ -348,7 +351,7 @@ TEST_CASE("map refuses anything but a whole chunk placed in a reserved, unmapped
 
   auto const map_error = [&](Address address, std::size_t size, ChunkHandle chunk) {
     auto const error = thrown_by<cuvmm::Error>([&] { backend.map(address, size, chunk); });
-    CHECK(error.call() == "HostBackend::map");
+    CHECK(error.call() == "cuMemMap");
     CHECK(error.domain() == cuvmm::ErrorDomain::cuvmm);
     return error.context();
   };
@@ -386,7 +389,7 @@ TEST_CASE("set_access covers only runs of whole mappings side by side", "[host_b
 
   auto const access_error = [&](Address address, std::size_t size, std::span<const AccessGrant> grants) {
     auto const error = thrown_by<cuvmm::Error>([&] { backend.set_access(address, size, grants); });
-    CHECK(error.call() == "HostBackend::set_access");
+    CHECK(error.call() == "cuMemSetAccess");
     return error.context();
   };
   CHECK_THAT(access_error(base + 4 * G, G, read_write), ContainsSubstring("not a run of whole mappings"));
@@ -415,7 +418,7 @@ TEST_CASE("reserve and create_chunk refuse sizes and alignments the driver would
   HostBackend backend(options(G));
   auto const reserve_error = [&](std::size_t size, std::size_t alignment) {
     auto const error = thrown_by<cuvmm::Error>([&] { (void)backend.reserve(size, alignment); });
-    CHECK(error.call() == "HostBackend::reserve");
+    CHECK(error.call() == "cuMemAddressReserve");
     return error.context();
   };
   CHECK_THAT(reserve_error(0, 0), ContainsSubstring("size 0 is not a positive multiple of the granularity"));
@@ -425,7 +428,7 @@ TEST_CASE("reserve and create_chunk refuse sizes and alignments the driver would
 
   auto const create_error = [&](std::size_t size) {
     auto const error = thrown_by<cuvmm::Error>([&] { (void)backend.create_chunk(size, {}); });
-    CHECK(error.call() == "HostBackend::create_chunk");
+    CHECK(error.call() == "cuMemCreate");
     return error.context();
   };
   CHECK_THAT(create_error(0), ContainsSubstring("size 0 is not a positive multiple"));
@@ -441,11 +444,11 @@ TEST_CASE("handles the backend does not know, or may not export, are refused", "
   ChunkHandle const private_chunk = backend.create_chunk(G, {});
 
   auto const info_error = thrown_by<cuvmm::Error>([&] { (void)backend.chunk_info(ChunkHandle{424242}); });
-  CHECK(info_error.call() == "HostBackend::chunk_info");
+  CHECK(info_error.call() == "cuMemGetAllocationPropertiesFromHandle");
   CHECK_THAT(info_error.context(), ContainsSubstring("unknown chunk handle 424242"));
 
   auto const export_error = thrown_by<cuvmm::Error>([&] { (void)backend.export_posix_fd(private_chunk); });
-  CHECK(export_error.call() == "HostBackend::export_posix_fd");
+  CHECK(export_error.call() == "cuMemExportToShareableHandle");
   CHECK_THAT(export_error.context(), ContainsSubstring("not created shareable as a POSIX fd"));
 
   auto const unknown_export = thrown_by<cuvmm::Error>([&] { (void)backend.export_posix_fd(ChunkHandle{std::uint64_t{1} << 40}); });
@@ -487,7 +490,7 @@ TEST_CASE("a host fabric handle is bytes that another process imports as the sam
   // Wrong size, forged bytes, a process that is gone: clear errors, nothing imported.
   auto const import_error = [&](const cuvmm::FabricHandle& h, std::size_t size) {
     auto const error = thrown_by<cuvmm::Error>([&] { (void)backend.import_fabric(h, size); });
-    CHECK(error.call() == "HostBackend::import_fabric");
+    CHECK(error.call() == "cuMemImportFromShareableHandle");
     return std::string(error.what());
   };
   CHECK_THAT(import_error(handle, G), ContainsSubstring("the handle is of a 131072-byte chunk, not the 65536 announced"));
@@ -533,12 +536,12 @@ TEST_CASE("import_posix_fd accepts only read-write memfds sealed against shrinki
   HostBackend backend(options(G));
   auto const import_error = [&](int fd) {
     auto const error = thrown_by<cuvmm::Error>([&] { (void)backend.import_posix_fd(fd, 2 * G); });
-    CHECK(error.call() == "HostBackend::import_posix_fd");
+    CHECK(error.call() == "cuMemImportFromShareableHandle");
     return error.context();
   };
   auto const import_error_sized = [&](int fd, std::size_t size) {
     auto const error = thrown_by<cuvmm::Error>([&] { (void)backend.import_posix_fd(fd, size); });
-    CHECK(error.call() == "HostBackend::import_posix_fd");
+    CHECK(error.call() == "cuMemImportFromShareableHandle");
     return error.context();
   };
 
@@ -594,13 +597,14 @@ TEST_CASE("past the physical limit create_chunk throws OutOfMemory and leaks not
   CHECK(backend.memory_info(0).free == G);
 
   auto const oom = thrown_by<cuvmm::OutOfMemory>([&] { (void)backend.create_chunk(2 * G, {}); });
-  CHECK(oom.call() == "HostBackend::create_chunk");
+  CHECK(oom.call() == "cuMemCreate");
+  CHECK(oom.cuvmm_code() == cuvmm::ErrorCode::out_of_memory);
   CHECK_THAT(oom.context(), ContainsSubstring(std::to_string(2 * G) + " of the " + std::to_string(3 * G)));
   CHECK(backend.live_counts() == LiveCounts{0, 1, 0, 0, 2 * G, 0});
   CHECK(open_fd_count() == fd_baseline + 1);
 
   auto const too_big = thrown_by<cuvmm::OutOfMemory>([&] { (void)backend.create_chunk(4 * G, {}); });
-  CHECK(too_big.call() == "HostBackend::create_chunk");
+  CHECK(too_big.call() == "cuMemCreate");
 
   ChunkHandle const last = backend.create_chunk(G, {});  // exactly up to the limit
   CHECK(backend.memory_info(0).free == 0);
@@ -748,4 +752,60 @@ TEST_CASE("concurrent threads keep the books exact", "[host_backend]") {
   CHECK(mismatches.load() == 0);
   CHECK(backend.live_counts() == LiveCounts{});
   CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("the ledger refuses an unmap that cuts a mapping, and a free of a mapped range or of two ranges at once",
+          "[host_backend][ledger]") {
+  cuvmm::detail::BackendLedger ledger(G);
+  ledger.add_range(16 * G, 2 * G);
+  ledger.add_range(18 * G, 2 * G);
+  ledger.add_chunk(ChunkHandle{7}, 2 * G);
+  ledger.check_map(17 * G, 2 * G, ChunkHandle{7});  // across the boundary of the two ranges: allowed
+  ledger.add_mapping(17 * G, 2 * G, ChunkHandle{7});
+  CHECK(ledger.counts() == LiveCounts{2, 1, 1, 4 * G, 2 * G, 2 * G});
+
+  CHECK(ledger.unmap_refusal(17 * G, G) != nullptr);      // cuts the mapping
+  CHECK(ledger.unmap_refusal(16 * G, 3 * G) != nullptr);  // starts before it
+  CHECK(ledger.free_range_refusal(16 * G, 2 * G) != nullptr);  // the mapping reaches into it
+  CHECK(ledger.free_range_refusal(18 * G, 2 * G) != nullptr);
+  CHECK(ledger.free_range_refusal(16 * G, 4 * G) != nullptr);  // two ranges at once
+  CHECK(ledger.release_refusal(ChunkHandle{8}) != nullptr);
+  CHECK(ledger.counts() == LiveCounts{2, 1, 1, 4 * G, 2 * G, 2 * G});
+
+  CHECK(ledger.unmap_refusal(17 * G, 2 * G) == nullptr);
+  ledger.remove_mappings(17 * G, 2 * G);
+  CHECK(ledger.free_range_refusal(16 * G, 2 * G) == nullptr);
+  CHECK(ledger.free_range_refusal(16 * G, 4 * G) != nullptr);  // still two ranges
+  ledger.remove_range(16 * G);
+  ledger.remove_range(18 * G);
+  CHECK(ledger.release_refusal(ChunkHandle{7}) == nullptr);
+  ledger.remove_chunk(ChunkHandle{7});
+  CHECK(ledger.counts() == LiveCounts{});
+}
+
+// ---- the backend battery (test/battery/backend_battery.cpp) on HostBackend ----
+
+namespace {
+
+class HostBatteryBackend final : public cuvmm::test::BatteryBackend {
+ public:
+  cuvmm::Backend& backend() override { return host_; }
+  const cuvmm::Backend& tally() override { return host_; }
+  void fill(Address address, std::size_t bytes, std::uint8_t value) override {
+    std::memset(reinterpret_cast<void*>(address), value, bytes);
+  }
+  std::vector<std::uint8_t> read(Address address, std::size_t bytes) override {
+    std::vector<std::uint8_t> out(bytes);
+    std::memcpy(out.data(), reinterpret_cast<const void*>(address), bytes);
+    return out;
+  }
+
+ private:
+  HostBackend host_{options(G)};
+};
+
+}  // namespace
+
+std::unique_ptr<cuvmm::test::BatteryBackend> cuvmm::test::make_battery_backend() {
+  return std::make_unique<HostBatteryBackend>();
 }
