@@ -93,6 +93,10 @@ struct GrowableStats {
 
 class GrowableStorage {
  public:
+  /// An unbound storage: no backend, no range, nothing mapped (what a default-constructed
+  /// GrowableBuffer holds until it first grows). Only assignment, destruction and the observers
+  /// (all zero) may be used; bound() is false.
+  GrowableStorage() noexcept = default;
   /// Reserves the address range (see GrowableOptions::max_capacity); maps nothing yet.
   explicit GrowableStorage(Backend& backend, GrowableOptions options = {});
   GrowableStorage(const GrowableStorage&) = delete;
@@ -109,7 +113,10 @@ class GrowableStorage {
   [[nodiscard]] std::size_t max_capacity() const noexcept { return range_.size(); }
   [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunks_.size(); }
+  /// Precondition: bound().
   [[nodiscard]] Backend& backend() const noexcept { return *backend_; }
+  /// Whether a backend was given (false only for the default-constructed storage).
+  [[nodiscard]] bool bound() const noexcept { return backend_ != nullptr; }
   [[nodiscard]] const GrowableOptions& options() const noexcept { return options_; }
   /// What sizes the chunks: granularity, cap, hide size (the default resolved) and policy.
   [[nodiscard]] const GrowthShape& growth_shape() const noexcept { return shape_; }
@@ -143,7 +150,7 @@ class GrowableStorage {
   /// (the least that still satisfies the request) when that is smaller.
   PhysicalChunk create_chunk(int device, std::size_t bytes, std::size_t fallback_bytes);
 
-  Backend* backend_;
+  Backend* backend_ = nullptr;
   GrowableOptions options_;
   std::size_t granularity_ = 0;
   GrowthShape shape_;
