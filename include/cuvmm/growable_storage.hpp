@@ -29,6 +29,7 @@
 #include <cuvmm/growth_policy.hpp>
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
+#include <cuvmm/reservation_pool.hpp>
 
 namespace cuvmm {
 
@@ -72,6 +73,13 @@ struct GrowableOptions {
   /// measures it for a GPU and prints the value to set here. Rounded down to whole granules,
   /// within [one granule, the chunk cap].
   std::size_t hide_bytes = 0;
+  /// Where the address range comes from. Null (the default): the buffer reserves its own range,
+  /// sized by max_capacity (0: as large as its devices' memory, ~141 GB on an H200; ~900 such
+  /// buffers fill a process's address space). A pool (reservation_pool.hpp): the buffer takes one
+  /// of the pool's fixed slots (same backend), so thousands of buffers cost a few reservations
+  /// and slot_bytes of address space each; max_capacity then is 0 (the whole slot) or a smaller
+  /// limit within it, and min_capacity is not used. The pool object must outlive construction only.
+  ReservationPool* reservation_pool = nullptr;
 };
 
 /// Counters of a growable buffer, for tests, benchmarks and capacity planning.
@@ -106,11 +114,13 @@ class GrowableStorage {
   GrowableStorage& operator=(GrowableStorage&& other) noexcept;
   ~GrowableStorage() = default;
 
-  [[nodiscard]] Address data() const noexcept { return range_.base(); }
+  [[nodiscard]] Address data() const noexcept { return slot_ ? slot_.range().base() + slot_.offset() : range_.base(); }
   /// Bytes mapped and accessible from data().
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   /// Bytes of the address range: the most capacity() can ever be.
-  [[nodiscard]] std::size_t max_capacity() const noexcept { return range_.size(); }
+  [[nodiscard]] std::size_t max_capacity() const noexcept { return slot_ ? limit_ : range_.size(); }
+  /// Whether the range is a slot of a ReservationPool rather than a reservation of its own.
+  [[nodiscard]] bool pooled() const noexcept { return static_cast<bool>(slot_); }
   [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunks_.size(); }
   /// Precondition: bound().
@@ -146,6 +156,8 @@ class GrowableStorage {
  private:
   /// The device of the next chunk, after the chunks mapped now and those of the step so far.
   int next_device(const std::vector<PhysicalChunk>& pending) const noexcept;
+  /// Takes the range from options_.reservation_pool (constructor helper).
+  void take_slot();
   /// Creates one chunk of `bytes` on `device`; on OutOfMemory retries once with `fallback_bytes`
   /// (the least that still satisfies the request) when that is smaller.
   PhysicalChunk create_chunk(int device, std::size_t bytes, std::size_t fallback_bytes);
@@ -154,6 +166,12 @@ class GrowableStorage {
   GrowableOptions options_;
   std::size_t granularity_ = 0;
   GrowthShape shape_;
+  /// The range mappings go into, and where this storage's bytes start in it.
+  AddressRange& active_range() noexcept { return slot_ ? slot_.range() : range_; }
+  std::size_t range_offset() const noexcept { return slot_ ? slot_.offset() : 0; }
+
+  ReservationPool::Slot slot_;          // a pooled range (or empty); like range_, outlives the mappings
+  std::size_t limit_ = 0;               // bytes of the slot this storage may use
   AddressRange range_;                  // declared before the chunks and mappings: freed last
   std::vector<PhysicalChunk> chunks_;   // released after the mappings
   std::vector<Mapping> mappings_;       // mappings_[i] maps chunks_[i]; unmapped first
