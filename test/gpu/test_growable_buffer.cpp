@@ -563,3 +563,27 @@ TEST_CASE("device growth past the range is a std::length_error and changes nothi
   CHECK(buffer.size() == 2 * MiB);
   CHECK(buffer.back_element(s.stream) == 0x7E);
 }
+
+TEST_CASE("2000 device buffers on a reservation pool share 8 reservations and keep their data",
+          "[gpu][growable][api][pool]") {
+  test::require_gpu();
+  StreamOwner s;
+  ReservationPool pool(cuda_backend(0), {.slot_bytes = 64 * MiB, .slots_per_reservation = 256});
+  GrowableOptions options;
+  options.reservation_pool = &pool;
+  std::vector<GrowableBuffer<std::uint64_t>> buffers;
+  buffers.reserve(2000);
+  for (std::uint64_t i = 0; i < 2000; ++i) {
+    buffers.emplace_back(options, s.stream);
+    buffers.back().append({i, i * 3 + 1}, s.stream);
+  }
+  CHECK(pool.reservations() == 8);
+  CHECK(buffers[0].reserved_bytes() == 64 * MiB);
+  buffers[7].resize(buffers[7].max_capacity(), poison, s.stream);  // fills its whole slot
+  CHECK_THROWS_AS(buffers[7].push_back(1, s.stream), CapacityExceeded);
+  for (std::uint64_t i = 0; i < 2000; ++i) {
+    if (i == 7) continue;
+    REQUIRE(buffers[i].to_vector(s.stream) == std::vector<std::uint64_t>{i, i * 3 + 1});
+  }
+  CHECK(buffers[7].back_element(s.stream) == poison);
+}

@@ -3,6 +3,8 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -155,4 +157,29 @@ TEST_CASE("a refused slab reservation changes nothing; the next acquire reserves
   buffer.push_back(1);
   CHECK(pool.reservations() == 1);
   CHECK(faulty.calls(BackendOp::reserve) == 2);
+}
+
+TEST_CASE("threads lease and return slots of one pool concurrently", "[growable][host][pool]") {
+  HostBackend backend({.granularity = granule});
+  {
+    ReservationPool pool(backend, {.slot_bytes = 1 * MiB, .slots_per_reservation = 64});
+    std::vector<std::thread> threads;
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int round = 0; round < 50; ++round) {
+          std::vector<HostGrowableBuffer<int>> mine;
+          for (int i = 0; i < 16; ++i) mine.emplace_back(backend, on_pool(pool));
+          mine[round % 16].push_back(t * 1000 + round);
+          if (mine[round % 16][0] != t * 1000 + round) ++wrong;
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(wrong == 0);
+    CHECK(pool.slots_in_use() == 0);
+    CHECK(pool.reservations() >= 1);
+    CHECK(pool.reservations() <= 2);  // at most 64 slots are ever in use at once
+  }
+  CHECK(backend.live_counts() == LiveCounts{});
 }

@@ -209,6 +209,7 @@ class BasicGrowableBuffer {
       throw_invalid_argument("GrowableBuffer::copy_to", "the destination holds " + std::to_string(out.size()) +
                                                             " elements, the buffer " + std::to_string(size_));
     }
+    if (size_ == 0) return;  // nothing to copy or wait for (no driver needed)
     Space::copy(out.data(), data(), size_bytes(), stream);
     Space::wait(stream);
   }
