@@ -70,6 +70,8 @@ std::size_t detail::DeviceSpace::distance(It first, It last) {
   static_assert(detail::always_false<It>,
                 "appending from this iterator runs a Thrust kernel: compile this file with nvcc, "
                 "or append a contiguous range of T");
+  (void)first;
+  (void)last;
   return 0;
 #endif
 }
@@ -81,6 +83,10 @@ void detail::DeviceSpace::copy_converted(It first, It last, Out out, Stream stre
   static_assert(detail::always_false<It>,
                 "appending from this iterator runs a Thrust kernel: compile this file with nvcc, "
                 "or append a contiguous range of T");
+  (void)first;
+  (void)last;
+  (void)out;
+  (void)stream;
 #endif
 }
 
