@@ -16,6 +16,9 @@
 //     which grant_access() changes for the mapped span and all later growth.
 //  6. Compression follows GrowableOptions::compression per chunk: each new chunk's grant is read
 //     back; under Compression::required a refused chunk fails its growth step (invariant 2).
+//  7. The range is reserved by the storage itself, or is one slot leased from a ReservationPool
+//     (GrowableOptions::reservation_pool); either way it is fixed for the storage's life and
+//     max_capacity() is its size. A default-constructed storage is unbound: no backend, no range.
 // It knows nothing of element types, sizes in use or streams: GrowableBuffer<T> keeps those.
 #pragma once
 
