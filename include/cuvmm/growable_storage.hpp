@@ -81,7 +81,8 @@ struct GrowableOptions {
   /// buffers fill a process's address space). A pool (reservation_pool.hpp): the buffer takes one
   /// of the pool's fixed slots (same backend), so thousands of buffers cost a few reservations
   /// and slot_bytes of address space each; max_capacity then is 0 (the whole slot) or a smaller
-  /// limit within it, and min_capacity is not used. The pool object must outlive construction only.
+  /// limit within it, and min_capacity is not used. The pool object must be alive when a buffer is
+  /// constructed with it (copies of a pooled buffer included); leased slots keep its ranges alive.
   ReservationPool* reservation_pool = nullptr;
 };
 

@@ -150,8 +150,10 @@ void GrowableStorage::take_slot() {
     limit = wanted;
   }
   ReservationPool::Slot slot = pool.acquire();
-  if (slot.offset() % granularity_ != 0) {
-    throw_invalid_argument("GrowableStorage", "the pool's slot offsets are not whole granules of " +
+  if ((slot.range().base() + slot.offset()) % granularity_ != 0) {
+    // The slab is aligned to the backend's minimum granularity; this buffer's chunks need more
+    // (e.g. compressible or multi-device chunks): the slot goes back to the pool.
+    throw_invalid_argument("GrowableStorage", "the pool's slots are not aligned to this buffer's granularity " +
                                                   std::to_string(granularity_));
   }
   slot_ = std::move(slot);
