@@ -3,10 +3,18 @@
 //   std::exception
 //   ├── std::runtime_error
 //   │   └── cuvmm::Error              a failing call: its name, its code (CUresult or errno), where
-//   │       ├── cuvmm::Unsupported     a capability is missing: which one, and the remedy
-//   │       └── cuvmm::CapacityExceeded growth past a reserved address range
+//   │       └── cuvmm::Unsupported     a capability is missing: which one, and the remedy
+//   ├── std::logic_error
+//   │   └── std::length_error
+//   │       └── cuvmm::CapacityExceeded growth past a reserved address range (same details as Error)
 //   └── std::bad_alloc
 //       └── cuvmm::OutOfMemory        physical memory exhausted (same details as Error)
+//
+// CapacityExceeded is a std::length_error because that is what std::vector throws past
+// max_size(): code written for std::vector catches it unchanged. It cannot also be a cuvmm::Error:
+// two std::exception bases would make `catch (const std::exception&)` miss it (an ambiguous base
+// never matches a handler). Like OutOfMemory it carries the same details and accessors as Error;
+// catch `const CapacityExceeded&` (or std::length_error) to handle it.
 //
 // Every type is cheap to copy (the details are shared and immutable), as exceptions must be.
 // `catch (const std::exception&)` catches all of them.
@@ -106,15 +114,29 @@ class Unsupported : public Error {
   std::shared_ptr<const std::string> remedy_;
 };
 
-/// Growth past the reserved address range. The object is unchanged; data never moves.
-class CapacityExceeded : public Error {
+/// Growth past the reserved address range. The object is unchanged; data never moves. A
+/// std::length_error (as std::vector past max_size()) with the details and accessors of Error.
+class CapacityExceeded : public std::length_error {
  public:
   CapacityExceeded(std::size_t requested_bytes, std::size_t max_capacity_bytes,
                    cuvmm::source_location where = cuvmm::source_location::current());
   std::size_t requested_bytes() const noexcept { return requested_; }
   std::size_t max_capacity_bytes() const noexcept { return max_capacity_; }
+  const std::string& call() const noexcept { return details_->call; }
+  ErrorDomain domain() const noexcept { return details_->domain; }
+  int code() const noexcept { return details_->code; }
+  const std::string& code_name() const noexcept { return details_->code_name; }
+  const std::string& code_text() const noexcept { return details_->code_text; }
+  const std::string& context() const noexcept { return details_->context; }
+  const cuvmm::source_location& where() const noexcept { return details_->where; }
+  const ErrorDetails& details() const noexcept { return *details_; }
+  /// Always ErrorCode::capacity_exceeded.
+  ErrorCode cuvmm_code() const noexcept;
+  bool is(ErrorCode code) const noexcept { return cuvmm_code() == code; }
 
  private:
+  CapacityExceeded(std::size_t requested_bytes, std::size_t max_capacity_bytes, ErrorDetails details);
+  std::shared_ptr<const ErrorDetails> details_;
   std::size_t requested_;
   std::size_t max_capacity_;
 };

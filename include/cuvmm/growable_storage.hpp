@@ -16,6 +16,9 @@
 //     which grant_access() changes for the mapped span and all later growth.
 //  6. Compression follows GrowableOptions::compression per chunk: each new chunk's grant is read
 //     back; under Compression::required a refused chunk fails its growth step (invariant 2).
+//  7. The range is reserved by the storage itself, or is one slot leased from a ReservationPool
+//     (GrowableOptions::reservation_pool); either way it is fixed for the storage's life and
+//     max_capacity() is its size. A default-constructed storage is unbound: no backend, no range.
 // It knows nothing of element types, sizes in use or streams: GrowableBuffer<T> keeps those.
 #pragma once
 
@@ -29,6 +32,7 @@
 #include <cuvmm/growth_policy.hpp>
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
+#include <cuvmm/reservation_pool.hpp>
 
 namespace cuvmm {
 
@@ -72,6 +76,14 @@ struct GrowableOptions {
   /// measures it for a GPU and prints the value to set here. Rounded down to whole granules,
   /// within [one granule, the chunk cap].
   std::size_t hide_bytes = 0;
+  /// Where the address range comes from. Null (the default): the buffer reserves its own range,
+  /// sized by max_capacity (0: as large as its devices' memory, ~141 GB on an H200; ~900 such
+  /// buffers fill a process's address space). A pool (reservation_pool.hpp): the buffer takes one
+  /// of the pool's fixed slots (same backend), so thousands of buffers cost a few reservations
+  /// and slot_bytes of address space each; max_capacity then is 0 (the whole slot) or a smaller
+  /// limit within it, and min_capacity is not used. The pool object must be alive when a buffer is
+  /// constructed with it (copies of a pooled buffer included); leased slots keep its ranges alive.
+  ReservationPool* reservation_pool = nullptr;
 };
 
 /// Counters of a growable buffer, for tests, benchmarks and capacity planning.
@@ -93,6 +105,10 @@ struct GrowableStats {
 
 class GrowableStorage {
  public:
+  /// An unbound storage: no backend, no range, nothing mapped (what a default-constructed
+  /// GrowableBuffer holds until it first grows). Only assignment, destruction and the observers
+  /// (all zero) may be used; bound() is false.
+  GrowableStorage() noexcept = default;
   /// Reserves the address range (see GrowableOptions::max_capacity); maps nothing yet.
   explicit GrowableStorage(Backend& backend, GrowableOptions options = {});
   GrowableStorage(const GrowableStorage&) = delete;
@@ -102,14 +118,19 @@ class GrowableStorage {
   GrowableStorage& operator=(GrowableStorage&& other) noexcept;
   ~GrowableStorage() = default;
 
-  [[nodiscard]] Address data() const noexcept { return range_.base(); }
+  [[nodiscard]] Address data() const noexcept { return slot_ ? slot_.range().base() + slot_.offset() : range_.base(); }
   /// Bytes mapped and accessible from data().
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   /// Bytes of the address range: the most capacity() can ever be.
-  [[nodiscard]] std::size_t max_capacity() const noexcept { return range_.size(); }
+  [[nodiscard]] std::size_t max_capacity() const noexcept { return slot_ ? limit_ : range_.size(); }
+  /// Whether the range is a slot of a ReservationPool rather than a reservation of its own.
+  [[nodiscard]] bool pooled() const noexcept { return static_cast<bool>(slot_); }
   [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunks_.size(); }
+  /// Precondition: bound().
   [[nodiscard]] Backend& backend() const noexcept { return *backend_; }
+  /// Whether a backend was given (false only for the default-constructed storage).
+  [[nodiscard]] bool bound() const noexcept { return backend_ != nullptr; }
   [[nodiscard]] const GrowableOptions& options() const noexcept { return options_; }
   /// What sizes the chunks: granularity, cap, hide size (the default resolved) and policy.
   [[nodiscard]] const GrowthShape& growth_shape() const noexcept { return shape_; }
@@ -139,14 +160,22 @@ class GrowableStorage {
  private:
   /// The device of the next chunk, after the chunks mapped now and those of the step so far.
   int next_device(const std::vector<PhysicalChunk>& pending) const noexcept;
+  /// Takes the range from options_.reservation_pool (constructor helper).
+  void take_slot();
   /// Creates one chunk of `bytes` on `device`; on OutOfMemory retries once with `fallback_bytes`
   /// (the least that still satisfies the request) when that is smaller.
   PhysicalChunk create_chunk(int device, std::size_t bytes, std::size_t fallback_bytes);
 
-  Backend* backend_;
+  Backend* backend_ = nullptr;
   GrowableOptions options_;
   std::size_t granularity_ = 0;
   GrowthShape shape_;
+  /// The range mappings go into, and where this storage's bytes start in it.
+  AddressRange& active_range() noexcept { return slot_ ? slot_.range() : range_; }
+  std::size_t range_offset() const noexcept { return slot_ ? slot_.offset() : 0; }
+
+  ReservationPool::Slot slot_;          // a pooled range (or empty); like range_, outlives the mappings
+  std::size_t limit_ = 0;               // bytes of the slot this storage may use
   AddressRange range_;                  // declared before the chunks and mappings: freed last
   std::vector<PhysicalChunk> chunks_;   // released after the mappings
   std::vector<Mapping> mappings_;       // mappings_[i] maps chunks_[i]; unmapped first

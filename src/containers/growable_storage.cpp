@@ -120,8 +120,44 @@ GrowableStorage::GrowableStorage(Backend& backend, GrowableOptions options)
   std::size_t hide = options_.hide_bytes;
   if (options_.growth == GrowthPolicy::fast && hide == 0) hide = default_hide_for(backend, options_, granularity_);
   shape_ = GrowthShape{granularity_, options_.max_chunk_bytes, hide, options_.growth};
-  range_ = reserve_range(backend, options_, granularity_);
-  counters_.max_capacity_bytes = range_.size();
+  if (options_.reservation_pool != nullptr) {
+    take_slot();
+  } else {
+    range_ = reserve_range(backend, options_, granularity_);
+  }
+  counters_.max_capacity_bytes = max_capacity();
+}
+
+void GrowableStorage::take_slot() {
+  ReservationPool& pool = *options_.reservation_pool;
+  if (&pool.backend() != backend_) {
+    throw_invalid_argument("GrowableStorage", "the reservation pool serves backend '" +
+                                                  std::string(pool.backend().name()) + "', the buffer '" +
+                                                  std::string(backend_->name()) + "'");
+  }
+  if (pool.slot_bytes() % granularity_ != 0) {
+    throw_invalid_argument("GrowableStorage", "the pool's slots of " + std::to_string(pool.slot_bytes()) +
+                                                  " bytes are not whole granules of " + std::to_string(granularity_));
+  }
+  std::size_t limit = pool.slot_bytes();
+  if (options_.max_capacity != 0) {
+    std::size_t const wanted = round_up(options_.max_capacity, granularity_);
+    if (wanted == 0 || wanted > limit) {
+      throw_invalid_argument("GrowableStorage", "max_capacity " + std::to_string(options_.max_capacity) +
+                                                    " does not fit in the pool's slots of " + std::to_string(limit) +
+                                                    " bytes");
+    }
+    limit = wanted;
+  }
+  ReservationPool::Slot slot = pool.acquire();
+  if ((slot.range().base() + slot.offset()) % granularity_ != 0) {
+    // The slab is aligned to the backend's minimum granularity; this buffer's chunks need more
+    // (e.g. compressible or multi-device chunks): the slot goes back to the pool.
+    throw_invalid_argument("GrowableStorage", "the pool's slots are not aligned to this buffer's granularity " +
+                                                  std::to_string(granularity_));
+  }
+  slot_ = std::move(slot);
+  limit_ = limit;
 }
 
 GrowableStorage::GrowableStorage(GrowableStorage&& other) noexcept
@@ -129,6 +165,8 @@ GrowableStorage::GrowableStorage(GrowableStorage&& other) noexcept
       options_(std::move(other.options_)),
       granularity_(other.granularity_),
       shape_(other.shape_),
+      slot_(std::move(other.slot_)),
+      limit_(std::exchange(other.limit_, 0)),
       range_(std::move(other.range_)),
       chunks_(std::move(other.chunks_)),
       mappings_(std::move(other.mappings_)),
@@ -144,6 +182,8 @@ GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
     mappings_.clear();
     chunks_.clear();
     range_ = std::move(other.range_);
+    slot_ = std::move(other.slot_);
+    limit_ = std::exchange(other.limit_, 0);
     chunks_ = std::move(other.chunks_);
     mappings_ = std::move(other.mappings_);
     other.chunks_.clear();
@@ -161,7 +201,7 @@ GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
 GrowableStats GrowableStorage::stats() const noexcept {
   GrowableStats s = counters_;
   s.capacity_bytes = capacity_;
-  s.max_capacity_bytes = range_.size();
+  s.max_capacity_bytes = max_capacity();
   s.chunk_count = chunks_.size();
   s.compression = options_.compression;
   for (const PhysicalChunk& chunk : chunks_) {
@@ -222,8 +262,8 @@ PhysicalChunk GrowableStorage::create_chunk(int device, std::size_t bytes, std::
 
 void GrowableStorage::reserve(std::size_t bytes) {
   if (bytes <= capacity_) return;
-  if (range_.empty()) throw_invalid_argument("GrowableStorage::reserve", "the storage was moved from");
-  if (bytes > range_.size()) throw CapacityExceeded(bytes, range_.size());
+  if (max_capacity() == 0) throw_invalid_argument("GrowableStorage::reserve", "the storage was moved from");
+  if (bytes > max_capacity()) throw CapacityExceeded(bytes, max_capacity());
   auto const started = std::chrono::steady_clock::now();
 
   std::vector<PhysicalChunk> new_chunks;  // declared before the mappings: released after them
@@ -235,11 +275,11 @@ void GrowableStorage::reserve(std::size_t bytes) {
 
   std::size_t mapped = capacity_;
   while (mapped < bytes) {
-    std::size_t const room = range_.size() - mapped;
+    std::size_t const room = max_capacity() - mapped;
     std::size_t const needed = round_up(bytes - mapped, granularity_);
     std::size_t const size = std::min(next_chunk_bytes(mapped, bytes, shape_), room);
     PhysicalChunk chunk = create_chunk(next_device(new_chunks), size, std::min(needed, size));
-    new_mappings.emplace_back(range_, mapped, chunk);
+    new_mappings.emplace_back(active_range(), range_offset() + mapped, chunk);
     mapped += chunk.size();
     new_chunks.push_back(std::move(chunk));
   }

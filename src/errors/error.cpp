@@ -182,9 +182,15 @@ ErrorDetails capacity_details(std::size_t requested, std::size_t max_capacity, c
 
 CapacityExceeded::CapacityExceeded(std::size_t requested_bytes, std::size_t max_capacity_bytes,
                                    cuvmm::source_location where)
-    : Error(capacity_details(requested_bytes, max_capacity_bytes, where)),
+    : CapacityExceeded(requested_bytes, max_capacity_bytes, capacity_details(requested_bytes, max_capacity_bytes, where)) {}
+
+CapacityExceeded::CapacityExceeded(std::size_t requested_bytes, std::size_t max_capacity_bytes, ErrorDetails details)
+    : std::length_error(format_error(details)),
+      details_(std::make_shared<const ErrorDetails>(std::move(details))),
       requested_(requested_bytes),
       max_capacity_(max_capacity_bytes) {}
+
+ErrorCode CapacityExceeded::cuvmm_code() const noexcept { return code_of(*details_); }
 
 OutOfMemory::OutOfMemory(ErrorDetails details) {
   std::string message = "out of memory: " + format_error(details);

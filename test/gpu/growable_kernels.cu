@@ -115,6 +115,12 @@ void append_doubled(const GrowableBuffer<std::uint32_t>& in, GrowableBuffer<std:
              stream);
 }
 
+void thrust_reverse_copy(const GrowableBuffer<std::uint32_t>& in, GrowableBuffer<std::uint32_t>& out,
+                         cudaStream_t stream) {
+  out.resize(in.size());
+  thrust::copy(thrust::cuda::par.on(stream), in.crbegin(), in.crend(), out.begin());
+}
+
 void fill_random_keys(GrowableBuffer<std::uint32_t>& keys, std::uint64_t seed, cudaStream_t stream) {
   thrust::transform(thrust::cuda::par.on(stream), thrust::counting_iterator<std::uint64_t>(0),
                     thrust::counting_iterator<std::uint64_t>(keys.size()), keys.begin(), RandomKey{seed});

@@ -33,6 +33,10 @@ void thrust_affine(const GrowableBuffer<std::uint32_t>& in, GrowableBuffer<std::
 /// Appends in[i] * 2 for every element through a Thrust transform iterator (GrowableBuffer::append's
 /// nvcc path).
 void append_doubled(const GrowableBuffer<std::uint32_t>& in, GrowableBuffer<std::uint32_t>& out, cudaStream_t stream);
+/// out = in's elements in reverse order, copied by Thrust through in.crbegin()/crend() (the
+/// device container's reverse iterators dispatch to the device).
+void thrust_reverse_copy(const GrowableBuffer<std::uint32_t>& in, GrowableBuffer<std::uint32_t>& out,
+                         cudaStream_t stream);
 /// Fills with pseudo-random keys derived from `seed`.
 void fill_random_keys(GrowableBuffer<std::uint32_t>& keys, std::uint64_t seed, cudaStream_t stream);
 

@@ -12,9 +12,11 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -427,4 +429,161 @@ TEST_CASE("child process unmaps a buffer while a kernel on its stream runs", "[.
   int const sync = static_cast<int>(cudaStreamSynchronize(owner.stream));
   std::printf("%.*s%d %d\n", static_cast<int>(unmap_marker.size()), unmap_marker.data(), query, sync);
   std::fflush(stdout);
+}
+
+// --- the std::vector / rmm surface on the device (issue #16) -----------------------------------
+
+TEST_CASE("a default-constructed device buffer reserves nothing until it grows, then holds data",
+          "[gpu][growable][api]") {
+  test::require_gpu();
+  static_assert(std::is_nothrow_default_constructible_v<GrowableBuffer<int>>);
+  GrowableBuffer<std::uint32_t> buffer;
+  CHECK(buffer.reserved_bytes() == 0);
+  CHECK(buffer.data() == nullptr);
+  buffer.push_back(17);
+  std::size_t const g = buffer.storage().granularity();
+  CHECK(buffer.reserved_bytes() == (cuda_backend(0).memory_info(0).total + g - 1) / g * g);  // the device's memory
+  CHECK(buffer.front_element() == 17);
+}
+
+TEST_CASE("device constructors: (n, stream), (n, value, stream), iterator range and list", "[gpu][growable][api]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint64_t> uninitialized(1000, s.stream);
+  CHECK(uninitialized.size() == 1000);
+  CHECK(uninitialized.stream() == s.stream);
+  GrowableBuffer<std::uint64_t> filled(3 * MiB + 5, poison, s.stream);
+  std::vector<std::uint64_t> out(filled.size() + 1, 0);
+  filled.copy_to(std::span<std::uint64_t>(out), s.stream);
+  CHECK(std::count(out.begin(), out.end(), poison) == static_cast<std::ptrdiff_t>(filled.size()));
+  CHECK(out.back() == 0);
+  std::vector<std::uint32_t> const host{5, 6, 7, 8};
+  GrowableBuffer<std::uint32_t> from_range(host.begin(), host.end(), s.stream);
+  CHECK(from_range.to_vector(s.stream) == host);
+  GrowableBuffer<std::uint32_t> from_device(from_range.begin(), from_range.end(), s.stream);  // device_ptr
+  CHECK(from_device.to_vector(s.stream) == host);
+  GrowableBuffer<std::uint32_t> listed({1, 2, 3}, s.stream);
+  CHECK(listed.to_vector(s.stream) == std::vector<std::uint32_t>{1, 2, 3});
+}
+
+TEST_CASE("rmm's element access set on the device: element_ptr, front/back_element, set_element_async",
+          "[gpu][growable][api]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint64_t> buffer({10, 20, 30}, s.stream);
+  CHECK(buffer.element_ptr(1) == buffer.data() + 1);
+  CHECK_THROWS_AS(buffer.element_ptr(3), Error);
+  std::uint64_t const value = 99;
+  buffer.set_element_async(1, value, s.stream);
+  CHECK(buffer.element(1, s.stream) == 99);
+  CHECK(buffer.front_element(s.stream) == 10);
+  CHECK(buffer.back_element(s.stream) == 30);
+  GrowableBuffer<std::uint64_t> empty(capped(2 * MiB), s.stream);
+  CHECK_THROWS_AS((void)empty.front_element(), Error);
+  CHECK_THROWS_AS((void)empty.back_element(), Error);
+}
+
+TEST_CASE("reverse iterators of a device buffer work with Thrust", "[gpu][growable][api][thrust]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint32_t> in({1, 2, 3, 4, 5}, s.stream);
+  GrowableBuffer<std::uint32_t> out(capped(2 * MiB), s.stream);
+  test::thrust_reverse_copy(in, out, s.stream);
+  CHECK(out.to_vector(s.stream) == std::vector<std::uint32_t>{5, 4, 3, 2, 1});
+}
+
+TEST_CASE("device assign, append_range, insert and erase at the end match std::vector", "[gpu][growable][api][model]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint32_t> buffer(capped(64 * MiB), s.stream);
+  std::vector<std::uint32_t> model;
+  std::mt19937 rng(16);
+  for (int step = 0; step < 200; ++step) {
+    switch (rng() % 7) {
+      case 0: {
+        std::vector<std::uint32_t> block(rng() % 5000);
+        for (auto& x : block) x = rng();
+        buffer.append_range(block, s.stream);
+        model.insert(model.end(), block.begin(), block.end());
+        break;
+      }
+      case 1: {
+        std::uint32_t const v = rng();
+        buffer.insert(buffer.end(), v);
+        model.push_back(v);
+        break;
+      }
+      case 2: {
+        std::size_t const n = rng() % 3000;
+        std::uint32_t const v = rng();
+        buffer.insert(buffer.cend(), n, v);
+        model.insert(model.end(), n, v);
+        break;
+      }
+      case 3:
+        if (!model.empty()) {
+          std::size_t const keep = rng() % (model.size() + 1);
+          buffer.erase(buffer.begin() + static_cast<std::ptrdiff_t>(keep), buffer.end());
+          model.resize(keep);
+        }
+        break;
+      case 4:
+        if (rng() % 4 == 0) {
+          std::size_t const n = rng() % 20000;
+          std::uint32_t const v = rng();
+          buffer.assign(n, v, s.stream);
+          model.assign(n, v);
+        }
+        break;
+      case 5: {
+        std::uint32_t const a = rng();
+        buffer.append({a, a + 1}, s.stream);
+        model.insert(model.end(), {a, a + 1});
+        break;
+      }
+      case 6:
+        if (model.size() >= 2) {  // begin() is then neither end() nor the last element
+          CHECK_THROWS_AS(buffer.insert(buffer.begin(), 1u), Error);
+          CHECK_THROWS_AS(buffer.erase(buffer.begin()), Error);
+        }
+        break;
+    }
+    REQUIRE(buffer.size() == model.size());
+    if (step % 10 == 0) REQUIRE(buffer.to_vector(s.stream) == model);
+  }
+  CHECK(buffer.to_vector(s.stream) == model);
+}
+
+TEST_CASE("device growth past the range is a std::length_error and changes nothing", "[gpu][growable][api][errors]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint8_t> buffer(capped(2 * MiB), s.stream);
+  buffer.resize(2 * MiB, 0x7E, s.stream);
+  CHECK_THROWS_AS(buffer.push_back(1), std::length_error);
+  CHECK(buffer.size() == 2 * MiB);
+  CHECK(buffer.back_element(s.stream) == 0x7E);
+}
+
+TEST_CASE("2000 device buffers on a reservation pool share 8 reservations and keep their data",
+          "[gpu][growable][api][pool]") {
+  test::require_gpu();
+  StreamOwner s;
+  ReservationPool pool(cuda_backend(0), {.slot_bytes = 64 * MiB, .slots_per_reservation = 256});
+  GrowableOptions options;
+  options.reservation_pool = &pool;
+  std::vector<GrowableBuffer<std::uint64_t>> buffers;
+  buffers.reserve(2000);
+  for (std::uint64_t i = 0; i < 2000; ++i) {
+    buffers.emplace_back(options, s.stream);
+    buffers.back().append({i, i * 3 + 1}, s.stream);
+  }
+  CHECK(pool.reservations() == 8);
+  CHECK(buffers[0].reserved_bytes() == 64 * MiB);
+  buffers[7].resize(buffers[7].max_capacity(), poison, s.stream);  // fills its whole slot
+  CHECK_THROWS_AS(buffers[7].push_back(1, s.stream), CapacityExceeded);
+  for (std::uint64_t i = 0; i < 2000; ++i) {
+    if (i == 7) continue;
+    REQUIRE(buffers[i].to_vector(s.stream) == std::vector<std::uint64_t>{i, i * 3 + 1});
+  }
+  CHECK(buffers[7].back_element(s.stream) == poison);
 }

@@ -44,7 +44,8 @@ cuvmm::ErrorDetails driver_failure(cuvmm::source_location where = cuvmm::source_
 
 static_assert(std::is_base_of_v<std::runtime_error, cuvmm::Error>);
 static_assert(std::is_base_of_v<cuvmm::Error, cuvmm::Unsupported>);
-static_assert(std::is_base_of_v<cuvmm::Error, cuvmm::CapacityExceeded>);
+static_assert(std::is_base_of_v<std::length_error, cuvmm::CapacityExceeded>);  // as std::vector past max_size()
+static_assert(!std::is_base_of_v<cuvmm::Error, cuvmm::CapacityExceeded>);  // one std::exception base only
 static_assert(std::is_base_of_v<std::bad_alloc, cuvmm::OutOfMemory>);
 static_assert(!std::is_base_of_v<cuvmm::Error, cuvmm::OutOfMemory>);
 static_assert(!std::is_base_of_v<std::runtime_error, cuvmm::OutOfMemory>);

@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include <cuvmm/fault_injecting_backend.hpp>
@@ -716,4 +717,17 @@ TEST_CASE("a buffer needs a backend of its memory space", "[growable][host]") {
   HostBackend host(small_granules());
   CHECK_THROWS_AS(GrowableBuffer<int>(host, capped(granule)), Error);
   CHECK(host.live_counts() == LiveCounts{});
+}
+
+TEST_CASE("a default-constructed device buffer touches no driver until it grows", "[growable][host][traps]") {
+  // Constructible anywhere: here there may be no driver at all (CI), and nothing is reserved.
+  static_assert(std::is_nothrow_default_constructible_v<GrowableBuffer<int>>);
+  GrowableBuffer<int> buffer;
+  CHECK(buffer.reserved_bytes() == 0);
+  CHECK(buffer.max_capacity() == 0);
+  CHECK(buffer.data() == nullptr);
+  CHECK(buffer.empty());
+  CHECK_FALSE(buffer.storage().bound());
+  GrowableBuffer<int> moved(std::move(buffer));
+  CHECK(moved.data() == nullptr);
 }
