@@ -1,7 +1,7 @@
 // Arena benchmarks on one GPU, side by side in one run:
 //   pair/...    alloc+free pair latency for a cached size (warmed up, one stream): Arena,
 //               cudaMallocAsync (default pool, warmed up), cudaMalloc. Repeated; compare medians.
-//   trace/...   a random mixed-size trace (1 B to 1 GiB, tens of GiB live; bench/trace.hpp) replayed
+//   trace/...   a random mixed-size trace (1 B to 1 GiB, tens of GiB live; tools/cuvmm-plan/trace.hpp) replayed
 //               on one stream. Counters: utilization = peak bytes live / peak bytes the allocator
 //               held from the device, and largest_after = the largest single allocation that
 //               succeeds after the trace (with the trace's last live set still held) as a fraction
@@ -96,13 +96,13 @@ void BM_PairMalloc(benchmark::State& state) {
 
 // --- trace replay ---------------------------------------------------------------------------------
 
-const std::vector<cuvmm::bench::TraceOp>& trace() {
-  static const std::vector<cuvmm::bench::TraceOp> ops = [] {
-    auto made = cuvmm::bench::make_trace(env_size("CUVMM_TRACE_ALLOCATIONS", 4000), env_size("CUVMM_TRACE_LIVE_GIB", 40) * GiB,
+const std::vector<cuvmm::plan::TraceOp>& trace() {
+  static const std::vector<cuvmm::plan::TraceOp> ops = [] {
+    auto made = cuvmm::plan::make_trace(env_size("CUVMM_TRACE_ALLOCATIONS", 4000), env_size("CUVMM_TRACE_LIVE_GIB", 40) * GiB,
                                          20261129);
     if (char const* path = std::getenv("CUVMM_TRACE_CSV")) {
       std::ofstream out(path);
-      cuvmm::bench::write_trace_csv(out, made);
+      cuvmm::plan::write_trace_csv(out, made);
     }
     return made;
   }();

@@ -14,9 +14,12 @@
 #include <vector>
 #include <unistd.h>
 
+#include <cuvmm/version.hpp>
+
 #include "child_process.hpp"
 
 using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using cuvmm::test::run_program;
 
@@ -181,23 +184,108 @@ TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit
 
   auto const bad_profile = run_program({plan_tool(), "--profile", "huge"});
   CHECK(bad_profile.exit_status == 2);
-  CHECK_THAT(bad_profile.output, ContainsSubstring("cuvmm-plan: unknown profile 'huge'"));
-  CHECK_THAT(bad_profile.output, ContainsSubstring("usage: cuvmm-plan"));
+  CHECK(bad_profile.output == "cuvmm-plan: --profile: unknown profile 'huge' (quick, full)\n"
+                              "Try 'cuvmm-plan --help' for more information.\n");
 
   auto const missing_value = run_program({plan_tool(), "--out"});
   CHECK(missing_value.exit_status == 2);
-  CHECK_THAT(missing_value.output, ContainsSubstring("--out needs a value"));
+  CHECK_THAT(missing_value.output, StartsWith("cuvmm-plan: --out: "));
+  CHECK_THAT(missing_value.output, ContainsSubstring("Try 'cuvmm-plan --help'"));
 
   for (const char* runs : {"0", "101", "three", ""}) {
     INFO("--runs '" << runs << "'");
     auto const bad_runs = run_program({plan_tool(), "--runs", runs});
     CHECK(bad_runs.exit_status == 2);
-    CHECK_THAT(bad_runs.output, ContainsSubstring("--runs wants a count from 1 to 100, not '" + std::string(runs) + "'"));
+    CHECK_THAT(bad_runs.output, ContainsSubstring("--runs: wants a count from 1 to 100, not '" + std::string(runs) + "'"));
   }
+}
 
+TEST_CASE("a bad flag gets one short error and a hint, not the whole usage", "[plan][program][cli]") {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--bogus"}, {"--backend", "host", "stray"},
+                                         {"--backend=gpu"}}) {
+    args.insert(args.begin(), plan_tool());
+    INFO(args.back());
+    auto const bad = run_program(args);
+    CHECK(bad.exit_status == 2);
+    CHECK_THAT(bad.output, EndsWith("\nTry 'cuvmm-plan --help' for more information.\n"));
+    CHECK_THAT(bad.output, !ContainsSubstring("usage:"));
+    CHECK(line_count(bad.output) == 2);
+  }
+  CHECK(run_program({plan_tool(), "--bogus"}).output == "cuvmm-plan: unknown argument '--bogus'\n"
+                                                        "Try 'cuvmm-plan --help' for more information.\n");
+  CHECK_THAT(run_program({plan_tool(), "--backend=gpu"}).output,
+             StartsWith("cuvmm-plan: --backend: unknown backend 'gpu' (auto, cuda, host)\n"));
+}
+
+TEST_CASE("cuvmm-plan --help lists the options but not the internal ones; --version prints the version",
+          "[plan][program][cli]") {
   auto const help = run_program({plan_tool(), "--help"});
   CHECK(help.exit_status == 0);
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-plan"));
+  CHECK_THAT(help.output, ContainsSubstring("--out=DIR"));
+  CHECK_THAT(help.output, !ContainsSubstring("growth-case"));
+  CHECK(run_program({plan_tool(), "-h"}).output == help.output);
+  auto const version = run_program({plan_tool(), "--version"});
+  CHECK(version.exit_status == 0);
+  CHECK(version.output == std::string("cuvmm-plan ") + cuvmm::version_string + "\n");
+}
+
+TEST_CASE("cuvmm-plan takes --opt=value as it takes --opt value", "[plan][program][cli]") {
+  auto const one = run_program({plan_tool(), "--backend=host", "--growth-case=growable:8388608:1048576"});
+  INFO(one.output);
+  CHECK(one.exit_status == 0);
+  CHECK_THAT(one.output, StartsWith("growth-row growable 8388608 1048576 ok 8388608 8 "));
+}
+
+TEST_CASE("cuvmm-plan checks its output directory, trace and plot script before measuring anything",
+          "[plan][program][preflight]") {
+  TempDir dir;
+  std::ofstream(dir.path / "a-file") << "x";
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> environment;
+    std::string said;
+  };
+  std::string const file = (dir.path / "a-file").string();
+  std::vector<Case> const cases = {
+      {{"--out", file}, {}, "cuvmm-plan: --out '" + file + "': exists and is not a directory\n"},
+      {{"--out=" + file + "/sub"}, {}, "cuvmm-plan: --out '" + file + "/sub': cannot be made: Not a directory\n"},
+      {{"--trace", (dir.path / "missing.csv").string()}, {},
+       "cuvmm-plan: cannot open trace file '" + (dir.path / "missing.csv").string() + "'\n"},
+      {{"--out", (dir.path / "out").string()}, {"CUVMM_PLAN_PLOT_SCRIPT=" + (dir.path / "no-plot.py").string()},
+       "cuvmm-plan: CUVMM_PLAN_PLOT_SCRIPT names '" + (dir.path / "no-plot.py").string() + "', which is not a file\n"},
+  };
+  for (Case const& c : cases) {
+    std::vector<std::string> args{plan_tool(), "--backend", "host"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    INFO(c.said);
+    auto const refused = run_program(args, c.environment);
+    CHECK(refused.exit_status == 2);
+    CHECK(refused.output == c.said);  // nothing measured: no progress line, no host-profile banner
+  }
+  // Plots not asked for: the missing script does not matter.
+  auto const no_plots = run_program({plan_tool(), "--backend", "host", "--no-plots", "--growth-case",
+                                     "growable:8388608:1048576"},
+                                    {"CUVMM_PLAN_PLOT_SCRIPT=" + (dir.path / "no-plot.py").string()});
+  CHECK(no_plots.exit_status == 0);
+}
+
+TEST_CASE("plan.json stays valid JSON for a trace path that is not UTF-8", "[plan][program]") {
+  TempDir dir;
+  std::string const name = "trace-\xff\xfe-\"quoted\".csv";
+  std::ofstream(dir.path / name) << "op,id,bytes\na,0,4096\nf,0,4096\n";
+  auto const out = dir.path / "out";
+  auto const run = run_program({plan_tool(), "--backend", "host", "--no-plots", "--out", out.string(), "--trace",
+                                (dir.path / name).string()});
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  auto const check = run_program({"/usr/bin/env", "python3", "-c",
+                                  "import json, sys; d = json.load(open(sys.argv[1], 'rb'));"
+                                  "print(d['trace']['source'].encode('ascii', 'backslashreplace').decode())",
+                                  (out / "plan.json").string()});
+  INFO(check.output);
+  CHECK(check.exit_status == 0);
+  CHECK_THAT(check.output, ContainsSubstring("trace-\\ufffd\\ufffd-\"quoted\".csv (cuvmm format)"));
 }
 
 TEST_CASE("one growth measured on its own prints its row; a bad case is refused", "[plan][program]") {
@@ -222,7 +310,8 @@ TEST_CASE("one growth measured on its own prints its row; a bad case is refused"
   CHECK_THAT(baseline.output, ContainsSubstring("no growth strategy 'thrust_device_vector' without a GPU"));
   auto const malformed = run_program({plan_tool(), "--growth-case", "growable:lots"});
   CHECK(malformed.exit_status == 2);
-  CHECK_THAT(malformed.output, ContainsSubstring("--growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES"));
+  CHECK_THAT(malformed.output, StartsWith("cuvmm-plan: --growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES, not "
+                                          "'growable:lots'\nTry 'cuvmm-plan --help'"));
 }
 
 TEST_CASE("cuvmm-plan makes its four PNG plots with matplotlib", "[plan][program][plots]") {

@@ -37,7 +37,7 @@ bool printable(const std::string& text) {
   return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c < 0x7F; });
 }
 
-bool same(const cuvmm::bench::TraceOp& a, const cuvmm::bench::TraceOp& b) {
+bool same(const cuvmm::plan::TraceOp& a, const cuvmm::plan::TraceOp& b) {
   return a.allocate == b.allocate && a.id == b.id && a.bytes == b.bytes;
 }
 
@@ -56,9 +56,9 @@ TEST_CASE("a cuvmm trace is read op by op with its peak and survivors", "[plan][
 }
 
 TEST_CASE("a generated trace written as CSV reads back the same", "[plan][trace]") {
-  auto const ops = cuvmm::bench::make_trace(300, 64 << 20, 99, 24);
+  auto const ops = cuvmm::plan::make_trace(300, 64 << 20, 99, 24);
   std::ostringstream out;
-  cuvmm::bench::write_trace_csv(out, ops);
+  cuvmm::plan::write_trace_csv(out, ops);
   Trace const t = read(out.str());
   REQUIRE(t.ops.size() == ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) REQUIRE(same(t.ops[i], ops[i]));
