@@ -109,6 +109,9 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   REQUIRE(run.exit_status == 0);
   CHECK_THAT(run.output, ContainsSubstring(", so this is the HOST-BACKEND profile"));
   CHECK_THAT(run.output, ContainsSubstring("cuvmm-plan: [1/"));  // plain progress lines: stderr is no terminal
+  CHECK_THAT(run.output, ContainsSubstring("] driver calls, 2 MiB chunks (0:00 elapsed)\n"));  // nothing finished yet
+  CHECK_THAT(run.output, ContainsSubstring("] driver calls, 8 MiB chunks (0:0"));
+  CHECK_THAT(run.output, ContainsSubstring(" elapsed, about "));
   CHECK_THAT(run.output, ContainsSubstring("Recommendation for host backend"));
   CHECK_THAT(run.output, ContainsSubstring("largest buffer:    1 GiB (reach run"));
   CHECK_THAT(run.output, ContainsSubstring("trace on cuvmm_arena"));
