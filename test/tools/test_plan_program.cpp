@@ -67,8 +67,9 @@ assert [r["chunk_bytes"] for r in d["driver_calls"]] == [2 << 20, 8 << 20, 32 <<
 for r in d["driver_calls"]:
     for call in ("create", "map", "set_access", "unmap", "release"):
         assert r[call]["samples"] == 5 and r[call]["median_us"] > 0, (call, r)
+        assert r[call]["p99_us"] is None and r[call]["max_us"] >= r[call]["median_us"], (call, r)  # 5 samples: no p99
 t = d["driver_threads"]
-assert [(r["threads"], r["chunk_bytes"]) for r in t] == [(n, 2 << 20) for n in (1, 2, 4, 8)], t
+assert [(r["threads"], r["chunk_bytes"], r["repeat"]) for r in t] == [(n, 2 << 20, k) for k in (1, 2, 3) for n in (1, 2, 4, 8)], t
 for r in t:
     for call in ("create", "map", "set_access", "unmap", "release"):
         assert r[call]["samples"] == 5 * r["threads"] and r[call]["median_us"] > 0, (call, r)
@@ -94,6 +95,8 @@ rec = d["recommendation"]
 assert rec["chunk_bytes"] in [2 << 20, 8 << 20, 32 << 20, 128 << 20] and rec["largest_buffer_bytes"] == 1 << 30, rec
 assert rec["growth_ms_per_gib"] > 0 and rec["copy_grow_ms_per_gib"] is None, rec
 assert rec["thread_scaling"] > 0 and rec["thread_scaling_threads"] == 8, rec
+assert rec["thread_scaling_repeats"] == 3, rec
+assert rec["thread_scaling_min"] <= rec["thread_scaling"] <= rec["thread_scaling_max"], rec
 assert rec["thread_scaling_chunk_bytes"] == 2 << 20, rec
 print("valid")
 )PY";
@@ -114,6 +117,9 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   CHECK_THAT(run.output, ContainsSubstring(" elapsed, about "));
   CHECK_THAT(run.output, ContainsSubstring("Recommendation for host backend"));
   CHECK_THAT(run.output, ContainsSubstring("largest buffer:    1 GiB (reach run"));
+  CHECK_THAT(run.output, ContainsSubstring("keep GrowableOptions::max_chunk_bytes at or above it"));
+  CHECK_THAT(run.output, ContainsSubstring("arena pages:       ArenaOptions::page_bytes 2 MiB (default): driver calls "));
+  CHECK_THAT(run.output, ContainsSubstring("(2 MiB chunks; median of 3 repeats, spread "));
   CHECK_THAT(run.output, ContainsSubstring("trace on cuvmm_arena"));
   CHECK_THAT(run.output, ContainsSubstring("Measured in "));
 
@@ -129,12 +135,12 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   CHECK_THAT(check.output, StartsWith("valid"));
 
   std::string const driver = read_file(dir.path / "driver_calls.csv");
-  CHECK_THAT(driver, StartsWith("chunk_bytes,call,median_us,p99_us,samples\n2097152,create,"));
+  CHECK_THAT(driver, StartsWith("chunk_bytes,call,median_us,p99_us,samples,max_us\n2097152,create,"));
   CHECK(line_count(driver) == 1 + 4 * 5);
   std::string const threads = read_file(dir.path / "driver_threads.csv");
-  CHECK_THAT(threads, StartsWith("threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second\n"
+  CHECK_THAT(threads, StartsWith("threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second,repeat,max_us\n"
                                  "1,2097152,create,"));
-  CHECK(line_count(threads) == 1 + 4 * 5);
+  CHECK(line_count(threads) == 1 + 3 * 4 * 5);  // 3 repeats of 4 thread counts, 5 calls each
   std::string const growth = read_file(dir.path / "growth.csv");
   CHECK_THAT(growth, StartsWith("strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,"
                                 "p99_append_us,peak_bytes,bytes_copied,chunks,growth_seconds,peak_in_use_bytes,runs,"

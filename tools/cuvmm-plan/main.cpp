@@ -108,6 +108,7 @@ struct Profile {
   std::vector<std::size_t> thread_chunk_sizes;  ///< driver calls by thread count, at these chunk sizes
   std::vector<std::size_t> thread_counts;
   std::size_t thread_iterations = 0;            ///< cycles per thread
+  std::size_t thread_repeats = 3;               ///< repeats of the thread counts (the scaling's spread)
   std::vector<GrowthCase> growth_cases;
   std::size_t growth_runs = 1;
   std::size_t reach_step = 0;
@@ -129,6 +130,7 @@ Profile make_profile(bool full, bool device, std::size_t free_bytes) {
     p.thread_chunk_sizes = full ? std::vector<std::size_t>{2 * MiB, 64 * MiB, 1 * GiB} : std::vector<std::size_t>{2 * MiB};
     p.thread_counts = {1, 2, 4, 8};
     p.thread_iterations = full ? 20 : 10;
+    p.thread_repeats = full ? 5 : 3;
     p.growth_runs = full ? 3 : 1;
     if (full) {
       p.growth_cases = device_growth_cases();
@@ -508,13 +510,20 @@ Trace choose_trace(const Options& options, Prepared& prepared, const Profile& pr
 void measure_driver_phase(Machine& machine, const Profile& profile, Progress& progress, Measurements& m) {
   m.driver_calls = measure_driver_calls(*machine.backend, profile.chunk_sizes, profile.driver_iterations,
                                         [&](std::size_t bytes) { progress.step("driver calls, " + human_bytes(bytes) + " chunks"); });
-  for (std::size_t const chunk : profile.thread_chunk_sizes) {
-    auto rows = measure_driver_threads(*machine.backend, chunk, profile.thread_counts, profile.thread_iterations,
-                                       [&](std::size_t threads) {
-                                         progress.step("driver calls, " + human_bytes(chunk) + " chunks, " +
-                                                       std::to_string(threads) + " threads");
-                                       });
-    m.driver_threads.insert(m.driver_threads.end(), rows.begin(), rows.end());
+  // Each repeat measures every thread count once, one after another, so that the scaling is read
+  // within a repeat and the repeats give its spread.
+  for (std::size_t repeat = 1; repeat <= profile.thread_repeats; ++repeat) {
+    for (std::size_t const chunk : profile.thread_chunk_sizes) {
+      auto rows = measure_driver_threads(*machine.backend, chunk, profile.thread_counts, profile.thread_iterations,
+                                         [&](std::size_t threads) {
+                                           progress.step("driver calls, " + human_bytes(chunk) + " chunks, " +
+                                                         std::to_string(threads) + " threads, repeat " +
+                                                         std::to_string(repeat) + " of " +
+                                                         std::to_string(profile.thread_repeats));
+                                         });
+      for (auto& row : rows) row.repeat = repeat;
+      m.driver_threads.insert(m.driver_threads.end(), rows.begin(), rows.end());
+    }
   }
 }
 
@@ -658,7 +667,7 @@ int run(const Options& options) {
   std::vector<std::string> const strategies = growth_strategy_names(on_device);
   std::size_t const runs = options.runs != 0 ? options.runs : profile.growth_runs;
   std::size_t const total_steps = profile.chunk_sizes.size() +
-                                  profile.thread_chunk_sizes.size() * profile.thread_counts.size() +
+                                  profile.thread_repeats * profile.thread_chunk_sizes.size() * profile.thread_counts.size() +
                                   runs * profile.growth_cases.size() * strategies.size() + 1 + (on_device ? 3 : 1) +
                                   (prepared.torch ? 1 : 0);
   Progress progress(total_steps, isatty(STDERR_FILENO) == 1);
