@@ -169,6 +169,7 @@ TEST_CASE("cuvmm-plan --runs 3 measures every growth three times and reports the
 TEST_CASE("cuvmm-plan replays an RMM log given with --trace", "[plan][program]") {
   TempDir dir;
   std::ofstream(dir.path / "rmm.csv") << "Thread,Time,Action,Pointer,Size,Stream\n"
+                                         "1,0.05,deallocate,0x7000,64,0x0\n"  // allocated before the log
                                          "1,0.1,allocate,0x1000,3000000,0x0\n"
                                          "1,0.2,allocate,0x2000,5000000,0x0\n"
                                          "1,0.3,deallocate,0x1000,3000000,0x0\n";
@@ -181,6 +182,8 @@ TEST_CASE("cuvmm-plan replays an RMM log given with --trace", "[plan][program]")
   CHECK_THAT(json, ContainsSubstring("rmm.csv (rmm_log format)\", \"ops\": 3,"));
   CHECK_THAT(json, ContainsSubstring("\"peak_requested_bytes\": 8000000"));
   CHECK_FALSE(std::filesystem::exists(out / "trace.csv"));  // only a generated trace is written out
+  CHECK_THAT(run.output, ContainsSubstring("note: 1 frees in the RMM log were of memory allocated before logging "
+                                           "began, and were skipped"));
 }
 
 TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit status 2", "[plan][program]") {

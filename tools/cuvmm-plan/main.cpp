@@ -503,6 +503,10 @@ Trace choose_trace(const Options& options, Prepared& prepared, const Profile& pr
     m.notes.push_back(std::to_string(trace.failed_allocations_skipped) +
                       " 'allocate failure' lines of the RMM log were skipped");
   }
+  if (trace.frees_before_log_skipped != 0) {
+    m.notes.push_back(std::to_string(trace.frees_before_log_skipped) +
+                      " frees in the RMM log were of memory allocated before logging began, and were skipped");
+  }
   return trace;
 }
 
