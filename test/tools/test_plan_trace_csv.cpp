@@ -117,7 +117,14 @@ TEST_CASE("a trace file that cannot be opened is a cuvmm::Error naming it", "[pl
     (void)read_trace_file("/nonexistent/cuvmm-plan-trace.csv");
     FAIL("no error");
   } catch (const cuvmm::Error& error) {
-    CHECK_THAT(error.context(), ContainsSubstring("cannot open trace file '/nonexistent/cuvmm-plan-trace.csv'"));
+    CHECK_THAT(error.context(),
+               ContainsSubstring("cannot open trace file '/nonexistent/cuvmm-plan-trace.csv': No such file or directory"));
+  }
+  try {
+    (void)read_trace_file("/");
+    FAIL("no error");
+  } catch (const cuvmm::Error& error) {
+    CHECK_THAT(error.context(), ContainsSubstring("trace file '/' is a directory"));
   }
 }
 

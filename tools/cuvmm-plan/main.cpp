@@ -169,11 +169,11 @@ Options parse_options(int argc, char** argv) {
   std::string runs;
   std::string growth_case;
   CLI::App app("", "cuvmm-plan");
-  app.add_option("--profile", o.profile)->check(cuvmm::tools::one_of("profile", {"quick", "full"}));
-  app.add_option("--out", o.out_dir);
-  app.add_option("--trace", o.trace_path);
-  app.add_option("--backend", o.backend)->check(cuvmm::tools::one_of("backend", {"auto", "cuda", "host"}));
-  app.add_option("--runs", runs)->check(CLI::Validator(
+  app.add_option("--profile", o.profile)->type_name("quick|full")->check(cuvmm::tools::one_of("profile", {"quick", "full"}));
+  app.add_option("--out", o.out_dir)->type_name("DIR");
+  app.add_option("--trace", o.trace_path)->type_name("FILE");
+  app.add_option("--backend", o.backend)->type_name("auto|cuda|host")->check(cuvmm::tools::one_of("backend", {"auto", "cuda", "host"}));
+  app.add_option("--runs", runs)->type_name("N")->check(CLI::Validator(
       [](std::string& text) -> std::string {
         char* end = nullptr;
         unsigned long const n = std::strtoul(text.c_str(), &end, 10);

@@ -428,7 +428,8 @@ void write_growth_csv(std::ostream& out, const Measurements& m) {
   for (auto const& row : m.growth) {
     out << row.strategy << ',' << row.target_bytes << ',' << row.append_bytes << ',' << row.status << ','
         << row.reached_bytes << ',' << row.appends << ',' << number(row.total_seconds) << ','
-        << number(row.p99_append_us) << ',' << row.peak_bytes << ',' << row.bytes_copied << ',' << row.chunks << ','
+        << (row.appends >= min_samples_for_p99 ? number(row.p99_append_us) : std::string()) << ',' << row.peak_bytes
+        << ',' << row.bytes_copied << ',' << row.chunks << ','
         << number(row.growth_seconds) << ',' << row.peak_in_use_bytes << ',' << row.runs << ','
         << number(row.min_total_seconds) << ',' << number(row.max_total_seconds) << '\n';
   }

@@ -11,7 +11,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <unordered_map>
@@ -278,8 +281,14 @@ Trace read_trace_csv(std::istream& in, std::string_view source) {
 }
 
 Trace read_trace_file(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw_invalid_argument("read_trace_file", "trace file " + quote_field(path) + " is a directory");
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw_invalid_argument("read_trace_file", "cannot open trace file " + quote_field(path));
+  if (!in) {
+    throw_invalid_argument("read_trace_file", "cannot open trace file " + quote_field(path) + ": " + std::strerror(errno));
+  }
   return read_trace_csv(in, path);
 }
 
