@@ -30,14 +30,14 @@ def main() -> int:
         plain = median_us(f"pair/cudaMalloc/{size}")
         print(f"  {int(size) // 1024:5d} KiB  arena {arena:8.3f} us  cudaMallocAsync {pool:8.3f} us  "
               f"cudaMalloc {plain:9.3f} us  arena/cudaMallocAsync {arena / pool:.3f}")
-    print("random mixed-size trace (1 B .. 1 GiB), one stream")
+    print("random mixed-size trace (1 B .. 1 GiB), cuvmm-plan's replay")
     trace_names = sorted((n for n in runs if n.startswith("trace/arena")), key=lambda n: int(n.split(":")[-1]))
     for name in trace_names + ["trace/cudaMallocAsync"]:
         for e in runs.get(name, []):
             print(f"  {name[len('trace/'):]:20s} utilization {e['utilization']:.3f}  "
                   f"(peak live {e['peak_live_GiB']:.2f} GiB, peak held {e['peak_held_GiB']:.2f} GiB)  "
-                  f"largest after {e['largest_after']:.3f} ({e['largest_after_GiB']:.2f} GiB)  "
-                  f"replay {e['real_time']:.0f} {e['time_unit']}")
+                  f"mean utilization {e['mean_utilization']:.3f}  failed {e['failed_allocations']:.0f}  "
+                  f"replay {e['replay_s']:.3f} s")
     if "sort/cub_double_buffer_preallocated" not in runs:  # a run filtered to the other benchmarks
         return 0
     print("sorting 2^28 uint32 keys in place (median of repetitions)")

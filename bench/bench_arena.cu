@@ -1,18 +1,22 @@
 // Arena benchmarks on one GPU, side by side in one run:
 //   pair/...    alloc+free pair latency for a cached size (warmed up, one stream): Arena,
 //               cudaMallocAsync (default pool, warmed up), cudaMalloc. Repeated; compare medians.
-//   trace/...   a random mixed-size trace (1 B to 1 GiB, tens of GiB live; bench/trace.hpp) replayed
-//               on one stream. Counters: utilization = peak bytes live / peak bytes the allocator
-//               held from the device, and largest_after = the largest single allocation that
-//               succeeds after the trace (with the trace's last live set still held) as a fraction
-//               of the memory not in live allocations. Arena and cudaMallocAsync's pool; PyTorch's
-//               caching allocator replays the same trace in bench/torch_trace.py.
+//   trace/...   a random mixed-size trace (1 B to 1 GiB, tens of GiB live) replayed by cuvmm-plan's
+//               own replay (tools/cuvmm-plan/measure.hpp: replay_trace, make_arena_allocator, and
+//               device_runtime.hpp's cudaMallocAsync baseline), so the benchmark and the tool
+//               measure the same thing. Counters: utilization = peak bytes live / peak bytes the
+//               allocator held, mean_utilization over the replay, replay_s (allocator calls only).
+//               By default the trace of cuvmm-plan's full profile on a GPU (10000 allocations,
+//               40 GiB live, seed 1234); PyTorch's caching allocator replays the same trace in
+//               bench/torch_trace.py.
 //   sort/...    thrust::sort of 2^28 uint32 keys in place with ThrustAllocator (temporary storage
 //               from the Arena) and with Thrust's default allocator, vs cub::DeviceRadixSort with
 //               every buffer allocated beforehand (in place with a DoubleBuffer, as thrust::sort
 //               sorts, and into a second array).
 // Environment: CUVMM_TRACE_CSV=path writes the trace replayed here (for torch_trace.py);
-// CUVMM_TRACE_LIVE_GIB (default 40) and CUVMM_TRACE_ALLOCATIONS (default 4000) size it.
+// CUVMM_TRACE_LIVE_GIB (default 40), CUVMM_TRACE_ALLOCATIONS (default 10000) and CUVMM_TRACE_SEED
+// (default 1234; this benchmark used 20261129 with 4000 allocations before it shared the tool's
+// replay) choose it.
 #include <benchmark/benchmark.h>
 
 #include <cuda_runtime_api.h>
@@ -32,17 +36,18 @@
 #include <vector>
 
 #include <cuvmm/arena.hpp>
+#include <cuvmm/cuda_backend.hpp>
 #include <cuvmm/thrust_allocator.hpp>
 
-#include "trace.hpp"
-
 #include "bench_support.hpp"
+#include "device_runtime.hpp"
+#include "measure.hpp"
+#include "trace.hpp"
 
 namespace {
 
 using cuvmm::bench::Stream;
-using cuvmm::bench::check;
-using cuvmm::bench::device_memory_free;
+using cuvmm::plan::check_cuda;
 
 using cuvmm::GiB;
 using cuvmm::MiB;
@@ -72,8 +77,8 @@ void BM_PairMallocAsync(benchmark::State& state) {
   Stream s;
   for (int i = 0; i < 100; ++i) {  // warm the pool
     void* p = nullptr;
-    check(cudaMallocAsync(&p, bytes, s.stream), "cudaMallocAsync");
-    check(cudaFreeAsync(p, s.stream), "cudaFreeAsync");
+    check_cuda(cudaMallocAsync(&p, bytes, s.stream), "cudaMallocAsync");
+    check_cuda(cudaFreeAsync(p, s.stream), "cudaFreeAsync");
   }
   for (auto _ : state) {
     void* p = nullptr;
@@ -81,7 +86,7 @@ void BM_PairMallocAsync(benchmark::State& state) {
     benchmark::DoNotOptimize(p);
     cudaFreeAsync(p, s.stream);
   }
-  check(cudaStreamSynchronize(s.stream), "sync");
+  check_cuda(cudaStreamSynchronize(s.stream), "sync");
 }
 
 void BM_PairMalloc(benchmark::State& state) {
@@ -96,121 +101,48 @@ void BM_PairMalloc(benchmark::State& state) {
 
 // --- trace replay ---------------------------------------------------------------------------------
 
-const std::vector<cuvmm::bench::TraceOp>& trace() {
-  static const std::vector<cuvmm::bench::TraceOp> ops = [] {
-    auto made = cuvmm::bench::make_trace(env_size("CUVMM_TRACE_ALLOCATIONS", 4000), env_size("CUVMM_TRACE_LIVE_GIB", 40) * GiB,
-                                         20261129);
+const cuvmm::plan::Trace& trace() {
+  static const cuvmm::plan::Trace made = [] {
+    cuvmm::plan::Trace t;
+    t.ops = cuvmm::plan::make_trace(env_size("CUVMM_TRACE_ALLOCATIONS", 10000), env_size("CUVMM_TRACE_LIVE_GIB", 40) * GiB,
+                                    env_size("CUVMM_TRACE_SEED", 1234));
     if (char const* path = std::getenv("CUVMM_TRACE_CSV")) {
       std::ofstream out(path);
-      cuvmm::bench::write_trace_csv(out, made);
+      cuvmm::plan::write_trace_csv(out, t.ops);
     }
-    return made;
+    return t;
   }();
-  return ops;
+  return made;
 }
 
-/// The largest allocation (in 64 MiB steps) `try_allocate` can make now, by bisection.
-template <class TryAllocate>
-std::size_t largest_allocation(std::size_t upper, TryAllocate try_allocate) {
-  std::size_t lo = 0, hi = upper / (64 * MiB) + 1;
-  while (hi - lo > 1) {
-    std::size_t const mid = (lo + hi) / 2;
-    if (try_allocate(mid * 64 * MiB)) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo * 64 * MiB;
+void report_replay(benchmark::State& state, const cuvmm::plan::ReplayResult& r) {
+  state.counters["peak_live_GiB"] = static_cast<double>(r.peak_requested_bytes) / GiB;
+  state.counters["peak_held_GiB"] = static_cast<double>(r.peak_held_bytes) / GiB;
+  state.counters["utilization"] =
+      r.peak_held_bytes == 0 ? 0 : static_cast<double>(r.peak_requested_bytes) / static_cast<double>(r.peak_held_bytes);
+  state.counters["mean_utilization"] = r.mean_utilization;
+  state.counters["failed_allocations"] = static_cast<double>(r.failed_allocations);
+  state.counters["replay_s"] = r.seconds;
 }
 
-void report_trace(benchmark::State& state, std::size_t peak_live, std::size_t peak_held, std::size_t largest,
-                  std::size_t not_live) {
-  state.counters["peak_live_GiB"] = static_cast<double>(peak_live) / GiB;
-  state.counters["peak_held_GiB"] = static_cast<double>(peak_held) / GiB;
-  state.counters["utilization"] = static_cast<double>(peak_live) / static_cast<double>(peak_held);
-  state.counters["largest_after_GiB"] = static_cast<double>(largest) / GiB;
-  state.counters["largest_after"] = static_cast<double>(largest) / static_cast<double>(not_live);
-}
+constexpr std::size_t timeline_points = 2000;  // as cuvmm-plan samples
 
+/// The trace on a cuvmm::Arena with state.range(0) MiB pages.
 void BM_TraceArena(benchmark::State& state) {
-  auto const& ops = trace();
-  Stream s;
   cuvmm::ArenaOptions options;
   options.page_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
   for (auto _ : state) {
-    cuvmm::Arena arena(options);
-    std::vector<void*> pointers(ops.size(), nullptr);
-    for (auto const& op : ops) {
-      if (op.allocate) {
-        pointers[op.id] = arena.allocate(op.bytes, s.stream);
-      } else {
-        arena.deallocate(pointers[op.id], op.bytes, s.stream);
-      }
-    }
-    check(cudaStreamSynchronize(s.stream), "sync");
-    state.PauseTiming();
-    cuvmm::ArenaStats const stats = arena.stats();
-    // Memory not in live allocations: what the device has free plus what the arena holds unused.
-    std::size_t const not_live = device_memory_free() + stats.bytes_physical.current - stats.bytes_requested.current;
-    std::size_t const largest = largest_allocation(not_live, [&](std::size_t bytes) {
-      try {
-        arena.deallocate(arena.allocate(bytes, s.stream), bytes, s.stream);
-        return true;
-      } catch (const std::bad_alloc&) {
-        return false;
-      }
-    });
-    report_trace(state, stats.bytes_requested.peak, stats.bytes_physical.peak, largest, not_live);
-    state.counters["driver_maps"] = static_cast<double>(stats.maps);
-    state.counters["reclaims"] = static_cast<double>(stats.reclaims);
-    state.ResumeTiming();
+    auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
+    report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
   }
 }
 
+/// The trace on cudaMallocAsync (cuvmm-plan's baseline: the default pool on one stream).
 void BM_TraceMallocAsync(benchmark::State& state) {
-  auto const& ops = trace();
-  Stream s;
+  static cuvmm::plan::DeviceRuntimeSession session;
   for (auto _ : state) {
-    cudaMemPool_t pool = nullptr;
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location = {cudaMemLocationTypeDevice, 0};
-    check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
-    std::uint64_t keep_all = UINT64_MAX;  // a caching pool, as the Arena is
-    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "release threshold");
-    std::vector<void*> pointers(ops.size(), nullptr);
-    std::size_t live = 0, peak_live = 0;
-    for (auto const& op : ops) {
-      if (op.allocate) {
-        check(cudaMallocFromPoolAsync(&pointers[op.id], op.bytes, pool, s.stream), "cudaMallocFromPoolAsync");
-        live += op.bytes;
-        peak_live = std::max(peak_live, live);
-      } else {
-        check(cudaFreeAsync(pointers[op.id], s.stream), "cudaFreeAsync");
-        live -= op.bytes;
-      }
-    }
-    check(cudaStreamSynchronize(s.stream), "sync");
-    state.PauseTiming();
-    std::uint64_t held_high = 0, held_now = 0;
-    check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &held_high), "reserved high");
-    check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &held_now), "reserved now");
-    std::size_t const not_live = device_memory_free() + held_now - live;
-    std::size_t const largest = largest_allocation(not_live, [&](std::size_t bytes) {
-      void* p = nullptr;
-      if (cudaMallocFromPoolAsync(&p, bytes, pool, s.stream) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-      }
-      check(cudaFreeAsync(p, s.stream), "cudaFreeAsync");
-      check(cudaStreamSynchronize(s.stream), "sync");
-      return true;
-    });
-    report_trace(state, peak_live, held_high, largest, not_live);
-    check(cudaDeviceSynchronize(), "sync");
-    check(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy");  // frees what is still live with it
-    state.ResumeTiming();
+    auto async = session.cuda_malloc_async();
+    report_replay(state, cuvmm::plan::replay_trace("cudaMallocAsync", *async, trace(), timeline_points));
   }
 }
 
@@ -235,14 +167,14 @@ void BM_SortThrust(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     thrust::tabulate(thrust::cuda::par.on(s.stream), keys.begin(), keys.end(), Key{});
-    check(cudaStreamSynchronize(s.stream), "sync");
+    check_cuda(cudaStreamSynchronize(s.stream), "sync");
     state.ResumeTiming();
     if constexpr (with_arena) {
       thrust::sort(thrust::cuda::par(alloc).on(s.stream), keys.begin(), keys.end());
     } else {
       thrust::sort(thrust::cuda::par.on(s.stream), keys.begin(), keys.end());
     }
-    check(cudaStreamSynchronize(s.stream), "sync");
+    check_cuda(cudaStreamSynchronize(s.stream), "sync");
   }
 }
 
@@ -259,9 +191,9 @@ void BM_SortCub(benchmark::State& state) {
   cub::DoubleBuffer<std::uint32_t> buffers(in, out);
   std::size_t temp_bytes = 0;
   if constexpr (double_buffer) {
-    check(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, buffers, static_cast<int>(n), 0, 32, s.stream), "size");
+    check_cuda(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, buffers, static_cast<int>(n), 0, 32, s.stream), "size");
   } else {
-    check(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, in, out, static_cast<int>(n), 0, 32, s.stream), "size");
+    check_cuda(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, in, out, static_cast<int>(n), 0, 32, s.stream), "size");
   }
   thrust::device_vector<std::uint8_t> temp(temp_bytes);
   void* temp_storage = thrust::raw_pointer_cast(temp.data());
@@ -269,19 +201,19 @@ void BM_SortCub(benchmark::State& state) {
     state.PauseTiming();
     thrust::tabulate(thrust::cuda::par.on(s.stream), keys.begin(), keys.end(), Key{});
     buffers = cub::DoubleBuffer<std::uint32_t>(in, out);
-    check(cudaStreamSynchronize(s.stream), "sync");
+    check_cuda(cudaStreamSynchronize(s.stream), "sync");
     state.ResumeTiming();
     if constexpr (double_buffer) {
-      check(cub::DeviceRadixSort::SortKeys(temp_storage, temp_bytes, buffers, static_cast<int>(n), 0, 32, s.stream),
+      check_cuda(cub::DeviceRadixSort::SortKeys(temp_storage, temp_bytes, buffers, static_cast<int>(n), 0, 32, s.stream),
             "SortKeys");
       if (buffers.Current() != in) {
-        check(cudaMemcpyAsync(in, buffers.Current(), n * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, s.stream), "copy");
+        check_cuda(cudaMemcpyAsync(in, buffers.Current(), n * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, s.stream), "copy");
       }
     } else {
-      check(cub::DeviceRadixSort::SortKeys(temp_storage, temp_bytes, in, out, static_cast<int>(n), 0, 32, s.stream),
+      check_cuda(cub::DeviceRadixSort::SortKeys(temp_storage, temp_bytes, in, out, static_cast<int>(n), 0, 32, s.stream),
             "SortKeys");
     }
-    check(cudaStreamSynchronize(s.stream), "sync");
+    check_cuda(cudaStreamSynchronize(s.stream), "sync");
   }
 }
 

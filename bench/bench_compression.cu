@@ -31,7 +31,7 @@
 
 namespace {
 
-using cuvmm::bench::check;
+using cuvmm::plan::check_cuda;
 
 constexpr std::size_t buffer_bytes = std::size_t{2} << 30;  // 2 GiB: far past the L2 cache
 constexpr unsigned block = 256;
@@ -74,7 +74,7 @@ __global__ void read_kernel(const uint4* in, std::size_t words, unsigned* sink) 
 
 unsigned grid_for(std::size_t words) {
   int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
   return static_cast<unsigned>(std::min<std::size_t>((words + block - 1) / block, static_cast<std::size_t>(sms) * 16));
 }
 
@@ -103,17 +103,17 @@ template <class Launch>
 double kernel_seconds(Launch&& launch) {
   cudaEvent_t start = nullptr;
   cudaEvent_t stop = nullptr;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  check(cudaEventRecord(start), "cudaEventRecord");
+  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  check_cuda(cudaEventRecord(start), "cudaEventRecord");
   launch();
-  check(cudaGetLastError(), "kernel launch");
-  check(cudaEventRecord(stop), "cudaEventRecord");
-  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  check_cuda(cudaGetLastError(), "kernel launch");
+  check_cuda(cudaEventRecord(stop), "cudaEventRecord");
+  check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
   float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-  check(cudaEventDestroy(start), "cudaEventDestroy");
-  check(cudaEventDestroy(stop), "cudaEventDestroy");
+  check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  check_cuda(cudaEventDestroy(start), "cudaEventDestroy");
+  check_cuda(cudaEventDestroy(stop), "cudaEventDestroy");
   return ms / 1e3;
 }
 
@@ -132,10 +132,10 @@ void BM_Bandwidth(benchmark::State& state, bool write, Memory memory, Data data)
   std::size_t const words = buffer->chunk.size() / sizeof(uint4);
   unsigned const grid = grid_for(words);
   unsigned* sink = nullptr;
-  check(cudaMalloc(&sink, sizeof *sink), "cudaMalloc");
+  check_cuda(cudaMalloc(&sink, sizeof *sink), "cudaMalloc");
   // Written once before timing: the read case reads this data; the write case overwrites it.
   write_kernel<<<grid, block>>>(buffer->words(), words, data);
-  check(cudaDeviceSynchronize(), "first fill");
+  check_cuda(cudaDeviceSynchronize(), "first fill");
   double timed_seconds = 0;  // the kernels' own time (the rate counter must not use CPU time)
   for (auto _ : state) {
     double const seconds = write ? kernel_seconds([&] { write_kernel<<<grid, block>>>(buffer->words(), words, data); })
@@ -143,7 +143,7 @@ void BM_Bandwidth(benchmark::State& state, bool write, Memory memory, Data data)
     state.SetIterationTime(seconds);
     timed_seconds += seconds;
   }
-  check(cudaFree(sink), "cudaFree");
+  check_cuda(cudaFree(sink), "cudaFree");
   double const bytes = static_cast<double>(buffer->chunk.size());
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
   state.counters["GB/s"] = timed_seconds > 0 ? bytes * static_cast<double>(state.iterations()) / timed_seconds / 1e9 : 0;

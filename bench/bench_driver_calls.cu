@@ -1,9 +1,11 @@
-// Cost of each VMM step on this GPU, by chunk size: cuMemCreate, cuMemMap, cuMemSetAccess,
-// cuMemUnmap, cuMemRelease (through cuvmm's CudaBackend, one call each); the whole cycle made by
-// 1 to 8 threads at once (chunk_cycle_threads); and the bandwidth of the
-// first fill of a fresh chunk against a second fill of the same chunk (does new physical memory
-// cost extra on first touch?). Each timing is one call bracketed by a host clock; the benchmark
-// reports the median over its iterations.
+// Cost of each VMM step on this GPU. The driver-call cycle by chunk size (driver_calls/) and made
+// by 1 to 8 threads at once (driver_threads/) are Google Benchmark front ends over cuvmm-plan's own
+// measurement (tools/cuvmm-plan/measure.hpp: measure_driver_calls, measure_driver_threads), so the
+// benchmark and the tool time the same code. Measured here only: the bandwidth of the first fill of
+// a fresh chunk against a second fill (first_touch/), one cuMemSetAccess over many chunks against
+// one per chunk (access_batching/), GrowableBuffer growth without fills (growth_without_fills/) and
+// the driver calls of the growth policy's steps (growth_steps/, chunk sizes from
+// cuvmm::next_chunk_bytes with the buffer's default GrowthShape).
 #include <benchmark/benchmark.h>
 
 #include <cuda_runtime_api.h>
@@ -21,10 +23,11 @@
 #include <cuvmm/growth_policy.hpp>
 
 #include "bench_support.hpp"
+#include "measure.hpp"
 
 namespace {
 
-using cuvmm::bench::check;
+using cuvmm::plan::check_cuda;
 
 using clock_type = std::chrono::steady_clock;
 
@@ -35,16 +38,16 @@ __global__ void fill_kernel(uint4* out, std::size_t words) {
 
 double fill_seconds(void* data, std::size_t bytes) {
   cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
+  check_cuda(cudaEventCreate(&start), "event");
+  check_cuda(cudaEventCreate(&stop), "event");
   std::size_t const words = bytes / sizeof(uint4);
   unsigned const blocks = static_cast<unsigned>(std::min<std::size_t>((words + 255) / 256, 132 * 16));
-  check(cudaEventRecord(start), "record");
+  check_cuda(cudaEventRecord(start), "record");
   fill_kernel<<<blocks, 256>>>(static_cast<uint4*>(data), words);
-  check(cudaEventRecord(stop), "record");
-  check(cudaEventSynchronize(stop), "sync");
+  check_cuda(cudaEventRecord(stop), "record");
+  check_cuda(cudaEventSynchronize(stop), "sync");
   float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+  check_cuda(cudaEventElapsedTime(&ms, start, stop), "elapsed");
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return ms / 1e3;
@@ -62,49 +65,57 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-void BM_ChunkLifecycle(benchmark::State& state) {
-  std::size_t const bytes = static_cast<std::size_t>(state.range(0)) << 20;
-  cuvmm::CudaBackend& backend = cuvmm::cuda_backend(0);
-  cuvmm::AccessGrant const rw[] = {{0, cuvmm::Access::read_write}};
-  cuvmm::Address const range = backend.reserve(bytes, 0);
-  std::vector<double> create, map, access, fresh, again, unmap, release;
-  for (auto _ : state) {
-    cuvmm::ChunkHandle chunk{};
-    create.push_back(seconds([&] { chunk = backend.create_chunk(bytes, {}); }));
-    map.push_back(seconds([&] { backend.map(range, bytes, chunk); }));
-    access.push_back(seconds([&] { backend.set_access(range, bytes, rw); }));
-    fresh.push_back(fill_seconds(reinterpret_cast<void*>(range), bytes));
-    again.push_back(fill_seconds(reinterpret_cast<void*>(range), bytes));
-    unmap.push_back(seconds([&] { backend.unmap(range, bytes); }));
-    release.push_back(seconds([&] { backend.release_chunk(chunk); }));
-  }
-  backend.free_range(range, bytes);
-  state.counters["create_us"] = 1e6 * median(create);
-  state.counters["map_us"] = 1e6 * median(map);
-  state.counters["access_us"] = 1e6 * median(access);
-  state.counters["unmap_us"] = 1e6 * median(unmap);
-  state.counters["release_us"] = 1e6 * median(release);
-  state.counters["first_fill_GBps"] = static_cast<double>(bytes) / median(fresh) / 1e9;
-  state.counters["second_fill_GBps"] = static_cast<double>(bytes) / median(again) / 1e9;
+/// cuvmm-plan's driver-call measurement for one chunk size: `calls` cycles of create, map, set
+/// access, unmap and release, each call timed; the medians as counters.
+void BM_DriverCalls(benchmark::State& state) {
+  std::size_t const sizes[] = {static_cast<std::size_t>(state.range(0)) << 20};
+  constexpr std::size_t calls = 9;
+  std::vector<cuvmm::plan::DriverCallRow> rows;
+  for (auto _ : state) rows = cuvmm::plan::measure_driver_calls(cuvmm::cuda_backend(0), sizes, calls);
+  cuvmm::plan::DriverCallRow const& row = rows.at(0);
+  state.counters["create_us"] = row.create.median_us;
+  state.counters["map_us"] = row.map.median_us;
+  state.counters["access_us"] = row.set_access.median_us;
+  state.counters["unmap_us"] = row.unmap.median_us;
+  state.counters["release_us"] = row.release.median_us;
+  state.counters["ms_per_GiB"] = row.ms_per_gib();
 }
 
-/// Whole create, map, set access, unmap and release cycles of one chunk, made by several threads
-/// at once, each on a chunk and a range of its own: how far the driver lets these calls run side by
-/// side. Real time per cycle; cycles_per_s counts every thread's cycles over the wall time.
-void BM_ChunkCycleThreads(benchmark::State& state) {
+/// cuvmm-plan's driver-call measurement by thread count: each of state.range(1) threads runs
+/// `cycles` whole cycles on a chunk and a range of its own, all at once. Repeated (the spread).
+void BM_DriverThreads(benchmark::State& state) {
+  std::size_t const bytes = static_cast<std::size_t>(state.range(0)) << 20;
+  std::size_t const threads[] = {static_cast<std::size_t>(state.range(1))};
+  constexpr std::size_t cycles = 20;
+  std::vector<cuvmm::plan::DriverThreadsRow> rows;
+  for (auto _ : state) rows = cuvmm::plan::measure_driver_threads(cuvmm::cuda_backend(0), bytes, threads, cycles);
+  cuvmm::plan::DriverThreadsRow const& row = rows.at(0);
+  state.counters["cycles_per_s"] = row.cycles_per_second;
+  state.counters["create_us"] = row.create.median_us;
+  state.counters["access_us"] = row.set_access.median_us;
+  state.counters["release_us"] = row.release.median_us;
+}
+
+/// The bandwidth of the first fill of freshly mapped memory against a second fill of the same
+/// memory (does new physical memory cost extra on first touch?). The driver calls are not timed.
+void BM_FirstTouch(benchmark::State& state) {
   std::size_t const bytes = static_cast<std::size_t>(state.range(0)) << 20;
   cuvmm::CudaBackend& backend = cuvmm::cuda_backend(0);
   cuvmm::AccessGrant const rw[] = {{0, cuvmm::Access::read_write}};
   cuvmm::Address const range = backend.reserve(bytes, 0);
+  std::vector<double> fresh, again;
   for (auto _ : state) {
     cuvmm::ChunkHandle const chunk = backend.create_chunk(bytes, {});
     backend.map(range, bytes, chunk);
     backend.set_access(range, bytes, rw);
+    fresh.push_back(fill_seconds(reinterpret_cast<void*>(range), bytes));
+    again.push_back(fill_seconds(reinterpret_cast<void*>(range), bytes));
     backend.unmap(range, bytes);
     backend.release_chunk(chunk);
   }
   backend.free_range(range, bytes);
-  state.counters["cycles_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["first_fill_GBps"] = static_cast<double>(bytes) / median(fresh) / 1e9;
+  state.counters["second_fill_GBps"] = static_cast<double>(bytes) / median(again) / 1e9;
 }
 
 /// One cuMemSetAccess over `count` 2 MiB chunks mapped side by side, against one call per chunk.
@@ -156,6 +167,9 @@ void BM_GrowthSteps(benchmark::State& state) {
   std::size_t const target = static_cast<std::size_t>(state.range(0)) << 30;
   cuvmm::CudaBackend& backend = cuvmm::cuda_backend(0);
   std::size_t const g = backend.granularity({}, cuvmm::GranularityKind::minimum);
+  // The shape a default GrowableBuffer on this device grows with (fast policy, default hide size).
+  cuvmm::GrowthShape const shape{g, cuvmm::default_max_chunk_bytes,
+                                 cuvmm::default_hide_bytes(backend.memory_info(0).total, g), cuvmm::GrowthPolicy::fast};
   cuvmm::AccessGrant const rw[] = {{0, cuvmm::Access::read_write}};
   double create = 0, map = 0, access = 0, slowest_create = 0, slowest_access = 0, release = 0;
   std::size_t chunks = 0;
@@ -167,7 +181,7 @@ void BM_GrowthSteps(benchmark::State& state) {
     std::size_t size = 0;
     for (std::size_t wanted = 64 << 20; wanted <= target; wanted += 64 << 20) {
       if (wanted <= size) continue;
-      std::size_t const chunk_bytes = cuvmm::next_chunk_bytes(size, wanted, g, cuvmm::default_max_chunk_bytes);
+      std::size_t const chunk_bytes = cuvmm::next_chunk_bytes(size, wanted, shape);
       cuvmm::ChunkHandle chunk{};
       double const c = seconds([&] { chunk = backend.create_chunk(chunk_bytes, {}); });
       double const m = seconds([&] { backend.map(range + size, chunk_bytes, chunk); });
@@ -204,9 +218,11 @@ void BM_GrowthSteps(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_GrowthSteps)->Name("growth_steps")->ArgName("GiB")->Arg(16)->Arg(64)->Iterations(3);
-BENCHMARK(BM_ChunkLifecycle)->Name("chunk_lifecycle")->ArgName("MiB")->Arg(2)->Arg(32)->Arg(512)->Arg(2048)->Arg(4096)->Iterations(9);
-BENCHMARK(BM_ChunkCycleThreads)->Name("chunk_cycle_threads")->ArgName("MiB")->Arg(2)->Arg(64)->Arg(1024)->ThreadRange(1, 8)
-    ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_DriverCalls)->Name("driver_calls")->ArgName("MiB")->Arg(2)->Arg(32)->Arg(512)->Arg(2048)->Arg(4096)->Iterations(1);
+BENCHMARK(BM_DriverThreads)->Name("driver_threads")->ArgNames({"MiB", "thread_count"})
+    ->ArgsProduct({{2, 64, 1024}, {1, 2, 4, 8}})->Iterations(1)->Repetitions(3)->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FirstTouch)->Name("first_touch")->ArgName("MiB")->Arg(2)->Arg(32)->Arg(512)->Arg(2048)->Iterations(9);
 BENCHMARK(BM_AccessBatching)->Name("access_batching")->ArgName("chunks")->Arg(16)->Arg(256)->Iterations(9);
 BENCHMARK(BM_GrowthWithoutFills)->Name("growth_without_fills")->ArgName("GiB")->Arg(16)->Arg(64)->UseManualTime()
     ->Unit(benchmark::kMillisecond)->Iterations(3);

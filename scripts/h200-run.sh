@@ -83,7 +83,7 @@ if [[ $modes == *" growth "* ]]; then
   python3 bench/merge_runs.py "$fresh"/*.json >"$out/growth.json"
   python3 bench/ratios.py "$out/growth.json" 2>&1 | tee -a "$out/summary.txt"
   "$build/bench/bench_driver_calls" --benchmark_counters_tabular=true >"$results/driver-calls.txt" 2>&1 || status=1
-  grep -E "^(chunk|access|growth)" "$results/driver-calls.txt" | tail -24 | tee -a "$out/summary.txt"
+  grep -E "^(driver_calls|driver_threads|first_touch|access|growth)" "$results/driver-calls.txt" | tail -52 | tee -a "$out/summary.txt"
 fi
 
 if [[ $modes == *" arena "* ]]; then

@@ -15,6 +15,7 @@
 #include <cuvmm/types.hpp>
 #include <cuvmm/version.hpp>
 
+#include "command_line.hpp"
 #include "text_format.hpp"
 
 namespace {
@@ -23,14 +24,15 @@ using cuvmm::tools::human_bytes;
 using cuvmm::tools::json_string;
 
 constexpr std::string_view usage =
-    "usage: cuvmm-info [--json] [--help]\n"
+    "usage: cuvmm-info [--json] [--help] [--version]\n"
     "\n"
     "Prints the CUDA driver version and, for every device, the virtual memory management (VMM)\n"
     "capabilities cuvmm relies on: POSIX fd and fabric handles, multicast, compression, GPUDirect\n"
     "RDMA with VMM, whether an IMEX channel exists, allocation granularities and memory.\n"
     "\n"
-    "  --json   print the same report as JSON\n"
-    "  --help   print this help\n"
+    "  --json     print the same report as JSON\n"
+    "  --help     print this help\n"
+    "  --version  print cuvmm-info's version\n"
     "\n"
     "Exit status: 0 when the report was printed (also with no driver or no device), 1 when a device\n"
     "could not be read, 2 on a bad command line.\n";
@@ -150,18 +152,9 @@ void print_json(const cuvmm::DriverStatus& status, const std::vector<DeviceRepor
 
 int main(int argc, char* argv[]) {
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view const arg = argv[i];
-    if (arg == "--json") {
-      json = true;
-    } else if (arg == "--help" || arg == "-h") {
-      std::fputs(usage.data(), stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "cuvmm-info: unknown argument '%s'\n\n%s", argv[i], usage.data());
-      return 2;
-    }
-  }
+  CLI::App app("", "cuvmm-info");
+  app.add_flag("--json", json);
+  cuvmm::tools::parse_command_line(app, argc, argv, usage);
 
   cuvmm::DriverStatus const status = cuvmm::driver_status();
   std::vector<DeviceReport> devices;

@@ -3,30 +3,16 @@
 
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include <cuvmm/types.hpp>
 
 namespace cuvmm::tools {
 
 std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char const c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escaped[8] = {};
-          std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += escaped;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  // nlohmann::json escapes; bytes that are not UTF-8 become U+FFFD, and everything past ASCII is
+  // written as \uXXXX, so the output is valid JSON (and ASCII) for any input.
+  return nlohmann::json(std::string(text)).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
 }
 
 std::string human_bytes(std::size_t bytes) {

@@ -8,7 +8,8 @@
 
 namespace cuvmm::tools {
 
-/// `text` as a JSON string literal, quotes included, with every control character escaped.
+/// `text` as a JSON string literal, quotes included, in ASCII: control characters and everything
+/// past ASCII escaped, bytes that are not UTF-8 replaced by U+FFFD. Valid JSON for any input.
 std::string json_string(std::string_view text);
 
 /// "2 MiB" for exact multiples of a unit, "139.8 GiB" otherwise, "512 bytes" below 1 KiB.

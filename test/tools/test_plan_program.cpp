@@ -14,9 +14,12 @@
 #include <vector>
 #include <unistd.h>
 
+#include <cuvmm/version.hpp>
+
 #include "child_process.hpp"
 
 using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using cuvmm::test::run_program;
 
@@ -64,8 +67,9 @@ assert [r["chunk_bytes"] for r in d["driver_calls"]] == [2 << 20, 8 << 20, 32 <<
 for r in d["driver_calls"]:
     for call in ("create", "map", "set_access", "unmap", "release"):
         assert r[call]["samples"] == 5 and r[call]["median_us"] > 0, (call, r)
+        assert r[call]["p99_us"] is None and r[call]["max_us"] >= r[call]["median_us"], (call, r)  # 5 samples: no p99
 t = d["driver_threads"]
-assert [(r["threads"], r["chunk_bytes"]) for r in t] == [(n, 2 << 20) for n in (1, 2, 4, 8)], t
+assert [(r["threads"], r["chunk_bytes"], r["repeat"]) for r in t] == [(n, 2 << 20, k) for k in (1, 2, 3) for n in (1, 2, 4, 8)], t
 for r in t:
     for call in ("create", "map", "set_access", "unmap", "release"):
         assert r[call]["samples"] == 5 * r["threads"] and r[call]["median_us"] > 0, (call, r)
@@ -91,6 +95,8 @@ rec = d["recommendation"]
 assert rec["chunk_bytes"] in [2 << 20, 8 << 20, 32 << 20, 128 << 20] and rec["largest_buffer_bytes"] == 1 << 30, rec
 assert rec["growth_ms_per_gib"] > 0 and rec["copy_grow_ms_per_gib"] is None, rec
 assert rec["thread_scaling"] > 0 and rec["thread_scaling_threads"] == 8, rec
+assert rec["thread_scaling_repeats"] == 3, rec
+assert rec["thread_scaling_min"] <= rec["thread_scaling"] <= rec["thread_scaling_max"], rec
 assert rec["thread_scaling_chunk_bytes"] == 2 << 20, rec
 print("valid")
 )PY";
@@ -106,8 +112,14 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   REQUIRE(run.exit_status == 0);
   CHECK_THAT(run.output, ContainsSubstring(", so this is the HOST-BACKEND profile"));
   CHECK_THAT(run.output, ContainsSubstring("cuvmm-plan: [1/"));  // plain progress lines: stderr is no terminal
+  CHECK_THAT(run.output, ContainsSubstring("] driver calls, 2 MiB chunks (0:00 elapsed)\n"));  // nothing finished yet
+  CHECK_THAT(run.output, ContainsSubstring("] driver calls, 8 MiB chunks (0:0"));
+  CHECK_THAT(run.output, ContainsSubstring(" elapsed, about "));
   CHECK_THAT(run.output, ContainsSubstring("Recommendation for host backend"));
   CHECK_THAT(run.output, ContainsSubstring("largest buffer:    1 GiB (reach run"));
+  CHECK_THAT(run.output, ContainsSubstring("keep GrowableOptions::max_chunk_bytes at or above it"));
+  CHECK_THAT(run.output, ContainsSubstring("arena pages:       ArenaOptions::page_bytes 2 MiB (default): driver calls "));
+  CHECK_THAT(run.output, ContainsSubstring("(2 MiB chunks; median of 3 repeats, spread "));
   CHECK_THAT(run.output, ContainsSubstring("trace on cuvmm_arena"));
   CHECK_THAT(run.output, ContainsSubstring("Measured in "));
 
@@ -123,12 +135,12 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   CHECK_THAT(check.output, StartsWith("valid"));
 
   std::string const driver = read_file(dir.path / "driver_calls.csv");
-  CHECK_THAT(driver, StartsWith("chunk_bytes,call,median_us,p99_us,samples\n2097152,create,"));
+  CHECK_THAT(driver, StartsWith("chunk_bytes,call,median_us,p99_us,samples,max_us\n2097152,create,"));
   CHECK(line_count(driver) == 1 + 4 * 5);
   std::string const threads = read_file(dir.path / "driver_threads.csv");
-  CHECK_THAT(threads, StartsWith("threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second\n"
+  CHECK_THAT(threads, StartsWith("threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second,repeat,max_us\n"
                                  "1,2097152,create,"));
-  CHECK(line_count(threads) == 1 + 4 * 5);
+  CHECK(line_count(threads) == 1 + 3 * 4 * 5);  // 3 repeats of 4 thread counts, 5 calls each
   std::string const growth = read_file(dir.path / "growth.csv");
   CHECK_THAT(growth, StartsWith("strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,"
                                 "p99_append_us,peak_bytes,bytes_copied,chunks,growth_seconds,peak_in_use_bytes,runs,"
@@ -157,6 +169,7 @@ TEST_CASE("cuvmm-plan --runs 3 measures every growth three times and reports the
 TEST_CASE("cuvmm-plan replays an RMM log given with --trace", "[plan][program]") {
   TempDir dir;
   std::ofstream(dir.path / "rmm.csv") << "Thread,Time,Action,Pointer,Size,Stream\n"
+                                         "1,0.05,deallocate,0x7000,64,0x0\n"  // allocated before the log
                                          "1,0.1,allocate,0x1000,3000000,0x0\n"
                                          "1,0.2,allocate,0x2000,5000000,0x0\n"
                                          "1,0.3,deallocate,0x1000,3000000,0x0\n";
@@ -169,6 +182,8 @@ TEST_CASE("cuvmm-plan replays an RMM log given with --trace", "[plan][program]")
   CHECK_THAT(json, ContainsSubstring("rmm.csv (rmm_log format)\", \"ops\": 3,"));
   CHECK_THAT(json, ContainsSubstring("\"peak_requested_bytes\": 8000000"));
   CHECK_FALSE(std::filesystem::exists(out / "trace.csv"));  // only a generated trace is written out
+  CHECK_THAT(run.output, ContainsSubstring("note: 1 frees in the RMM log were of memory allocated before logging "
+                                           "began, and were skipped"));
 }
 
 TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit status 2", "[plan][program]") {
@@ -181,23 +196,123 @@ TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit
 
   auto const bad_profile = run_program({plan_tool(), "--profile", "huge"});
   CHECK(bad_profile.exit_status == 2);
-  CHECK_THAT(bad_profile.output, ContainsSubstring("cuvmm-plan: unknown profile 'huge'"));
-  CHECK_THAT(bad_profile.output, ContainsSubstring("usage: cuvmm-plan"));
+  CHECK(bad_profile.output == "cuvmm-plan: --profile: unknown profile 'huge' (quick, full)\n"
+                              "Try 'cuvmm-plan --help' for more information.\n");
 
   auto const missing_value = run_program({plan_tool(), "--out"});
   CHECK(missing_value.exit_status == 2);
-  CHECK_THAT(missing_value.output, ContainsSubstring("--out needs a value"));
+  CHECK(missing_value.output == "cuvmm-plan: --out: 1 required DIR missing\nTry 'cuvmm-plan --help' for more information.\n");
 
   for (const char* runs : {"0", "101", "three", ""}) {
     INFO("--runs '" << runs << "'");
     auto const bad_runs = run_program({plan_tool(), "--runs", runs});
     CHECK(bad_runs.exit_status == 2);
-    CHECK_THAT(bad_runs.output, ContainsSubstring("--runs wants a count from 1 to 100, not '" + std::string(runs) + "'"));
+    CHECK_THAT(bad_runs.output, ContainsSubstring("--runs: wants a count from 1 to 100, not '" + std::string(runs) + "'"));
   }
+}
 
+TEST_CASE("a bad flag gets one short error and a hint, not the whole usage", "[plan][program][cli]") {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--bogus"}, {"--backend", "host", "stray"},
+                                         {"--backend=gpu"}}) {
+    args.insert(args.begin(), plan_tool());
+    INFO(args.back());
+    auto const bad = run_program(args);
+    CHECK(bad.exit_status == 2);
+    CHECK_THAT(bad.output, EndsWith("\nTry 'cuvmm-plan --help' for more information.\n"));
+    CHECK_THAT(bad.output, !ContainsSubstring("usage:"));
+    CHECK(line_count(bad.output) == 2);
+  }
+  CHECK(run_program({plan_tool(), "--bogus"}).output == "cuvmm-plan: unknown argument '--bogus'\n"
+                                                        "Try 'cuvmm-plan --help' for more information.\n");
+  CHECK_THAT(run_program({plan_tool(), "--backend=gpu"}).output,
+             StartsWith("cuvmm-plan: --backend: unknown backend 'gpu' (auto, cuda, host)\n"));
+}
+
+TEST_CASE("cuvmm-plan --help lists the options but not the internal ones; --version prints the version",
+          "[plan][program][cli]") {
   auto const help = run_program({plan_tool(), "--help"});
   CHECK(help.exit_status == 0);
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-plan"));
+  CHECK_THAT(help.output, ContainsSubstring("--out=DIR"));
+  CHECK_THAT(help.output, !ContainsSubstring("growth-case"));
+  CHECK(run_program({plan_tool(), "-h"}).output == help.output);
+  auto const version = run_program({plan_tool(), "--version"});
+  CHECK(version.exit_status == 0);
+  CHECK(version.output == std::string("cuvmm-plan ") + cuvmm::version_string + "\n");
+}
+
+TEST_CASE("cuvmm-plan takes --opt=value as it takes --opt value", "[plan][program][cli]") {
+  auto const one = run_program({plan_tool(), "--backend=host", "--growth-case=growable:8388608:1048576"});
+  INFO(one.output);
+  CHECK(one.exit_status == 0);
+  CHECK_THAT(one.output, StartsWith("growth-row growable 8388608 1048576 ok 8388608 8 "));
+}
+
+TEST_CASE("cuvmm-plan checks its output directory, trace and plot script before measuring anything",
+          "[plan][program][preflight]") {
+  TempDir dir;
+  std::ofstream(dir.path / "a-file") << "x";
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> environment;
+    std::string said;
+  };
+  std::string const file = (dir.path / "a-file").string();
+  std::vector<Case> const cases = {
+      {{"--out", file}, {}, "cuvmm-plan: --out '" + file + "': exists and is not a directory\n"},
+      {{"--out=" + file + "/sub"}, {}, "cuvmm-plan: --out '" + file + "/sub': cannot be made: Not a directory\n"},
+      {{"--trace", (dir.path / "missing.csv").string()}, {},
+       "cuvmm-plan: cannot open trace file '" + (dir.path / "missing.csv").string() + "': No such file or directory\n"},
+      {{"--trace", dir.path.string()}, {}, "cuvmm-plan: trace file '" + dir.path.string() + "' is a directory\n"},
+      {{"--out", (dir.path / "out").string()}, {"CUVMM_PLAN_PLOT_SCRIPT=" + (dir.path / "no-plot.py").string()},
+       "cuvmm-plan: CUVMM_PLAN_PLOT_SCRIPT names '" + (dir.path / "no-plot.py").string() + "', which is not a file\n"},
+  };
+  for (Case const& c : cases) {
+    std::vector<std::string> args{plan_tool(), "--backend", "host"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    INFO(c.said);
+    auto const refused = run_program(args, c.environment);
+    CHECK(refused.exit_status == 2);
+    CHECK(refused.output == c.said);  // nothing measured: no progress line, no host-profile banner
+  }
+  // A directory that cannot be written in: made read-only for a user; root writes anywhere, but not
+  // in sysfs.
+  std::filesystem::path unwritable = dir.path / "read-only";
+  if (::geteuid() == 0) {
+    unwritable = "/sys/kernel";
+  } else {
+    std::filesystem::create_directory(unwritable);
+    std::filesystem::permissions(unwritable, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  }
+  REQUIRE(std::filesystem::is_directory(unwritable));
+  auto const read_only = run_program({plan_tool(), "--backend", "host", "--out", unwritable.string()});
+  CHECK(read_only.exit_status == 2);
+  CHECK(read_only.output == "cuvmm-plan: --out '" + unwritable.string() + "': cannot write in it: Permission denied\n");
+  if (::geteuid() != 0) std::filesystem::permissions(unwritable, std::filesystem::perms::owner_all);
+
+  // Plots not asked for: the missing script does not matter.
+  auto const no_plots = run_program({plan_tool(), "--backend", "host", "--no-plots", "--growth-case",
+                                     "growable:8388608:1048576"},
+                                    {"CUVMM_PLAN_PLOT_SCRIPT=" + (dir.path / "no-plot.py").string()});
+  CHECK(no_plots.exit_status == 0);
+}
+
+TEST_CASE("plan.json stays valid JSON for a trace path that is not UTF-8", "[plan][program]") {
+  TempDir dir;
+  std::string const name = "trace-\xff\xfe-\"quoted\".csv";
+  std::ofstream(dir.path / name) << "op,id,bytes\na,0,4096\nf,0,4096\n";
+  auto const out = dir.path / "out";
+  auto const run = run_program({plan_tool(), "--backend", "host", "--no-plots", "--out", out.string(), "--trace",
+                                (dir.path / name).string()});
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  auto const check = run_program({"/usr/bin/env", "python3", "-c",
+                                  "import json, sys; d = json.load(open(sys.argv[1], 'rb'));"
+                                  "print(d['trace']['source'].encode('ascii', 'backslashreplace').decode())",
+                                  (out / "plan.json").string()});
+  INFO(check.output);
+  CHECK(check.exit_status == 0);
+  CHECK_THAT(check.output, ContainsSubstring("trace-\\ufffd\\ufffd-\"quoted\".csv (cuvmm format)"));
 }
 
 TEST_CASE("one growth measured on its own prints its row; a bad case is refused", "[plan][program]") {
@@ -222,7 +337,8 @@ TEST_CASE("one growth measured on its own prints its row; a bad case is refused"
   CHECK_THAT(baseline.output, ContainsSubstring("no growth strategy 'thrust_device_vector' without a GPU"));
   auto const malformed = run_program({plan_tool(), "--growth-case", "growable:lots"});
   CHECK(malformed.exit_status == 2);
-  CHECK_THAT(malformed.output, ContainsSubstring("--growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES"));
+  CHECK_THAT(malformed.output, StartsWith("cuvmm-plan: --growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES, not "
+                                          "'growable:lots'\nTry 'cuvmm-plan --help'"));
 }
 
 TEST_CASE("cuvmm-plan makes its four PNG plots with matplotlib", "[plan][program][plots]") {

@@ -5,6 +5,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <sstream>
+#include <vector>
 #include <string>
 
 #include "report.hpp"
@@ -136,12 +137,123 @@ TEST_CASE("thread scaling compares the most threads with one, at the smallest ch
   CHECK(*r.thread_scaling == Approx(2.5));
   CHECK(r.thread_scaling_threads == 8);
   CHECK(r.thread_scaling_chunk_bytes == 2 * MiB);
+  CHECK(r.thread_scaling_repeats == 1);
   CHECK_THAT(format_recommendation(r, m),
              ContainsSubstring("threads:           8 threads make 2.50x the driver-call cycles per second of one "
-                               "(2 MiB chunks)"));
+                               "(2 MiB chunks; one run, spread not measured)\n"));
   m.driver_threads = {row(8, 2 * MiB, 2500)};  // no one-thread row to compare with
   CHECK_FALSE(recommend(m).thread_scaling.has_value());
   CHECK_THAT(format_recommendation(recommend(m), m), !ContainsSubstring("threads:"));
+}
+
+TEST_CASE("thread scaling is the median of the repeats' ratios, with their lowest and highest as the spread",
+          "[plan][report]") {
+  auto row = [](std::size_t threads, double rate, std::size_t repeat) {
+    DriverThreadsRow r;
+    r.threads = threads;
+    r.chunk_bytes = 2 * MiB;
+    r.cycles_per_second = rate;
+    r.repeat = repeat;
+    return r;
+  };
+  Measurements m;
+  // Ratios 8 threads / 1 thread per repeat: 2.89, 1.01, 1.50 (the issue's two quick runs and one between).
+  m.driver_threads = {row(1, 1000, 1), row(8, 2890, 1), row(1, 2000, 2), row(8, 2020, 2),
+                      row(1, 1000, 3), row(4, 1200, 3), row(8, 1500, 3)};
+  Recommendation const r = recommend(m);
+  REQUIRE(r.thread_scaling.has_value());
+  CHECK(*r.thread_scaling == Approx(1.5));
+  CHECK(r.thread_scaling_min == Approx(1.01));
+  CHECK(r.thread_scaling_max == Approx(2.89));
+  CHECK(r.thread_scaling_repeats == 3);
+  CHECK_THAT(format_recommendation(r, m),
+             ContainsSubstring("threads:           8 threads make 1.50x the driver-call cycles per second of one "
+                               "(2 MiB chunks; median of 3 repeats, spread 1.01x..2.89x)\n"));
+  std::ostringstream json;
+  write_json(json, m, r);
+  CHECK_THAT(json.str(), ContainsSubstring("\"thread_scaling\": 1.5, \"thread_scaling_min\": 1.01, "
+                                           "\"thread_scaling_max\": 2.89, \"thread_scaling_repeats\": 3, "
+                                           "\"thread_scaling_threads\": 8"));
+  CHECK_THAT(json.str(), ContainsSubstring("\"cycles_per_second\": 1500, \"repeat\": 3}"));
+}
+
+TEST_CASE("a p99 is reported only from 100 samples or more; below that, the maximum of N", "[plan][report]") {
+  std::vector<double> five{5e-6, 1e-6, 4e-6, 2e-6, 3e-6};
+  LatencyStats const few = latency_stats(five);
+  CHECK(few.samples == 5);
+  CHECK(few.max_us == Approx(5));
+  CHECK_FALSE(few.has_p99());
+  CHECK(tail_text(few) == "max of 5: 5 us");
+  std::vector<double> hundred;
+  for (int i = 1; i <= 100; ++i) hundred.push_back(i * 1e-6);
+  hundred.back() = 1e-3;  // one outlier: the p99 is the 99th sample, the max the outlier
+  LatencyStats const many = latency_stats(hundred);
+  CHECK(many.has_p99());
+  CHECK(many.p99_us == Approx(99));
+  CHECK(many.max_us == Approx(1000));
+  CHECK(tail_text(many) == "p99 99 us");
+  CHECK(tail_text(latency_stats(std::vector<double>(99, 7e-6))) == "max of 99: 7 us");
+
+  Measurements m;
+  DriverCallRow row = driver_row(2 * MiB, 100);
+  row.create = few;
+  row.map = many;
+  m.driver_calls = {row};
+  std::ostringstream json, csv;
+  write_json(json, m, recommend(m));
+  write_driver_calls_csv(csv, m);
+  CHECK_THAT(json.str(), ContainsSubstring("\"create\": {\"median_us\": 3, \"p99_us\": null, \"max_us\": 5, "
+                                           "\"samples\": 5}"));
+  CHECK_THAT(json.str(), ContainsSubstring("\"map\": {\"median_us\": 50, \"p99_us\": 99, \"max_us\": 1000, "
+                                           "\"samples\": 100}"));
+  CHECK_THAT(csv.str(), StartsWith("chunk_bytes,call,median_us,p99_us,samples,max_us\n2097152,create,3,,5,5\n"
+                                   "2097152,map,50,99,100,1000\n"));
+  GrowthRow few_appends = growth_row(growable_policy_name, 1 * GiB, 128 * MiB, 0.5);
+  few_appends.appends = 8;
+  few_appends.p99_append_us = 40;
+  m.growth = {few_appends};
+  std::ostringstream growth_json;
+  write_json(growth_json, m, recommend(m));
+  CHECK_THAT(growth_json.str(), ContainsSubstring("\"appends\": 8, \"total_seconds\": 0.5, \"p99_append_us\": null,"));
+}
+
+TEST_CASE("the recommendation names the option each figure maps to", "[plan][report]") {
+  Measurements m;
+  m.device_name = "a GPU";
+  m.backend = "cuda";
+  m.profile = "quick";
+  m.total_bytes = 128 * GiB;
+  m.granularity = 2 * MiB;
+  DriverCallRow small = driver_row(2 * MiB, 100);   // 51.2 ms per GiB
+  DriverCallRow large = driver_row(32 * MiB, 400);  // 12.8 ms per GiB
+  small.create.samples = 5;
+  large.create.samples = 5;
+  m.driver_calls = {small, large};
+  Recommendation const r = recommend(m);
+  CHECK(r.chunk_bytes == 32 * MiB);
+  CHECK(r.arena_page_bytes == 2 * MiB);
+  CHECK(r.arena_large_page_bytes == 32 * MiB);
+  REQUIRE(r.arena_page_ms_per_gib.has_value());
+  CHECK(*r.arena_page_ms_per_gib == Approx(51.2));
+  REQUIRE(r.arena_large_page_ms_per_gib.has_value());
+  CHECK(*r.arena_large_page_ms_per_gib == Approx(12.8));
+  std::string const text = format_recommendation(r, m);
+  CHECK_THAT(text, ContainsSubstring("  chunk size:        32 MiB (driver calls 12.8 ms per GiB, medians of 5 calls "
+                                     "each; the smallest size within 1.25x of the cheapest measured): keep "
+                                     "GrowableOptions::max_chunk_bytes at or above it\n"));
+  CHECK_THAT(text, ContainsSubstring("  hide size:         not measured (needs the driver calls and the preallocated "
+                                     "baseline); GrowableOptions::hide_bytes defaults to"));
+  CHECK_THAT(text, ContainsSubstring("  arena pages:       ArenaOptions::page_bytes 2 MiB (default): driver calls "
+                                     "51.2 ms per GiB; ArenaOptions::large_page_bytes 32 MiB (default): driver calls "
+                                     "12.8 ms per GiB\n"));
+  m.driver_calls = {small};
+  CHECK_THAT(format_recommendation(recommend(m), m),
+             ContainsSubstring("ArenaOptions::large_page_bytes 32 MiB (default): not measured at this size\n"));
+  std::ostringstream json;
+  write_json(json, m, recommend(m));
+  CHECK_THAT(json.str(), ContainsSubstring("\"chunk_bytes_option\": \"GrowableOptions::max_chunk_bytes\""));
+  CHECK_THAT(json.str(), ContainsSubstring("\"arena_page_bytes\": 2097152, \"arena_page_ms_per_gib\": 51.2, "
+                                           "\"arena_large_page_bytes\": 33554432, \"arena_large_page_ms_per_gib\": null"));
 }
 
 TEST_CASE("growth ratios put each completed growth against the baselines of the same case", "[plan][report]") {
@@ -186,7 +298,7 @@ TEST_CASE("the CSV writers put one row per measurement under a fixed header", "[
   DriverThreadsRow threads;
   threads.threads = 4;
   threads.chunk_bytes = 2 * MiB;
-  threads.create = {30, 50, 8};
+  threads.create = {30, 50, 800, 60};
   threads.cycles_per_second = 1500;
   m.driver_threads = {threads};
   std::ostringstream driver, driver_threads, growth, trace;
@@ -195,17 +307,17 @@ TEST_CASE("the CSV writers put one row per measurement under a fixed header", "[
   write_growth_csv(growth, m);
   write_trace_memory_csv(trace, m);
   CHECK(driver.str() ==
-        "chunk_bytes,call,median_us,p99_us,samples\n"
-        "2097152,create,40,0,0\n2097152,map,10,0,0\n2097152,set_access,20,0,0\n2097152,unmap,10,0,0\n"
-        "2097152,release,20,0,0\n");
+        "chunk_bytes,call,median_us,p99_us,samples,max_us\n"
+        "2097152,create,40,,0,0\n2097152,map,10,,0,0\n2097152,set_access,20,,0,0\n2097152,unmap,10,,0,0\n"
+        "2097152,release,20,,0,0\n");
   CHECK(driver_threads.str() ==
-        "threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second\n"
-        "4,2097152,create,30,50,8,1500\n4,2097152,map,0,0,0,1500\n4,2097152,set_access,0,0,0,1500\n"
-        "4,2097152,unmap,0,0,0,1500\n4,2097152,release,0,0,0,1500\n");
+        "threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second,repeat,max_us\n"
+        "4,2097152,create,30,50,800,1500,1,60\n4,2097152,map,0,,0,1500,1,0\n4,2097152,set_access,0,,0,1500,1,0\n"
+        "4,2097152,unmap,0,,0,1500,1,0\n4,2097152,release,0,,0,1500,1,0\n");
   CHECK(growth.str() ==
         "strategy,target_bytes,append_bytes,status,reached_bytes,appends,total_seconds,p99_append_us,peak_bytes,"
         "bytes_copied,chunks,growth_seconds,peak_in_use_bytes,runs,min_total_seconds,max_total_seconds\n"
-        "growable,1073741824,1048576,ok,1073741824,0,0.25,0,0,0,0,0,0,1,0,0\n");
+        "growable,1073741824,1048576,ok,1073741824,0,0.25,,0,0,0,0,0,1,0,0\n");  // 0 appends: no p99
   CHECK(trace.str() == "allocator,op_index,requested_bytes,held_bytes\ncuvmm_arena,0,10,2097152\ncuvmm_arena,5,0,2097152\n");
 }
 

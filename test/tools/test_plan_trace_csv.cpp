@@ -37,7 +37,7 @@ bool printable(const std::string& text) {
   return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c < 0x7F; });
 }
 
-bool same(const cuvmm::bench::TraceOp& a, const cuvmm::bench::TraceOp& b) {
+bool same(const cuvmm::plan::TraceOp& a, const cuvmm::plan::TraceOp& b) {
   return a.allocate == b.allocate && a.id == b.id && a.bytes == b.bytes;
 }
 
@@ -56,9 +56,9 @@ TEST_CASE("a cuvmm trace is read op by op with its peak and survivors", "[plan][
 }
 
 TEST_CASE("a generated trace written as CSV reads back the same", "[plan][trace]") {
-  auto const ops = cuvmm::bench::make_trace(300, 64 << 20, 99, 24);
+  auto const ops = cuvmm::plan::make_trace(300, 64 << 20, 99, 24);
   std::ostringstream out;
-  cuvmm::bench::write_trace_csv(out, ops);
+  cuvmm::plan::write_trace_csv(out, ops);
   Trace const t = read(out.str());
   REQUIRE(t.ops.size() == ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) REQUIRE(same(t.ops[i], ops[i]));
@@ -106,7 +106,8 @@ TEST_CASE("malformed and inconsistent traces are refused naming the line and the
              ContainsSubstring("t.csv:2: column 'Action' must be 'allocate', 'deallocate' or 'allocate failure', not 'grab'"));
   CHECK_THAT(error_of(rmm + "1,2.0,allocate,0xZZ,8,0x0\n"),
              ContainsSubstring("t.csv:2: column 'Pointer' is not a hexadecimal number: '0xZZ'"));
-  CHECK_THAT(error_of(rmm + "1,2.0,deallocate,0x10,8,0x0\n"), ContainsSubstring("t.csv:2: pointer 0x10 is freed but not live"));
+  CHECK_THAT(error_of(rmm + "1,2.0,allocate,0x10,8,0x0\n1,2.0,deallocate,0x10,8,0x0\n1,2.0,deallocate,0x10,8,0x0\n"),
+             ContainsSubstring("t.csv:4: pointer 0x10 is freed but not live"));  // a double free
   CHECK_THAT(error_of(rmm + "1,2.0,allocate,0x10,8,0x0\n1,2.0,allocate,0x10,8,0x0\n"),
              ContainsSubstring("t.csv:3: pointer 0x10 is allocated again while still live"));
 }
@@ -116,7 +117,14 @@ TEST_CASE("a trace file that cannot be opened is a cuvmm::Error naming it", "[pl
     (void)read_trace_file("/nonexistent/cuvmm-plan-trace.csv");
     FAIL("no error");
   } catch (const cuvmm::Error& error) {
-    CHECK_THAT(error.context(), ContainsSubstring("cannot open trace file '/nonexistent/cuvmm-plan-trace.csv'"));
+    CHECK_THAT(error.context(),
+               ContainsSubstring("cannot open trace file '/nonexistent/cuvmm-plan-trace.csv': No such file or directory"));
+  }
+  try {
+    (void)read_trace_file("/");
+    FAIL("no error");
+  } catch (const cuvmm::Error& error) {
+    CHECK_THAT(error.context(), ContainsSubstring("trace file '/' is a directory"));
   }
 }
 
@@ -183,8 +191,9 @@ TEST_CASE("an error quotes a bounded prefix of an oversized field", "[plan][trac
         "t.csv:2: column 'id' is not an unsigned number: '" + std::string(40, '9') + "'... (2000 bytes)");
   // Leading zeros make a valid but long pointer: it is named by its value, not copied.
   std::string const pointer = "0x" + std::string(3000, '0') + "10";
-  CHECK(error_of("Thread,Time,Action,Pointer,Size,Stream\n1,2.0,deallocate," + pointer + ",8,0x0\n") ==
-        "t.csv:2: pointer 0x10 is freed but not live");
+  CHECK(error_of("Thread,Time,Action,Pointer,Size,Stream\n1,2.0,allocate,0x10,8,0x0\n1,2.0,deallocate,0x10,8,0x0\n"
+                 "1,2.0,deallocate," + pointer + ",8,0x0\n") ==
+        "t.csv:4: pointer 0x10 is freed but not live");
   std::string const header(4000, 'H');
   CHECK(error_of(header + "\n").size() < 300);
 }
@@ -217,4 +226,27 @@ TEST_CASE("binary input is refused without echoing it", "[plan][trace]") {
         "t.csv:1: the input is not text (control byte 0x1F at byte 1 of the line): a trace is a CSV text file");
   CHECK(message.find("ELF") == std::string::npos);
   CHECK(error_of(nul_in_data).find("secret") == std::string::npos);
+}
+
+TEST_CASE("an RMM log's frees of memory allocated before logging began are skipped and counted", "[plan][trace]") {
+  std::istringstream in("Thread,Time,Action,Pointer,Size,Stream\n"
+                        "1,0.1,deallocate,0x9000,4096,0x0\n"   // allocated before the log: skipped
+                        "1,0.2,allocate,0x1000,100,0x0\n"
+                        "1,0.3,free,0x9100,512,0x0\n"          // another one, older RMM's spelling
+                        "1,0.4,deallocate,0x1000,100,0x0\n"
+                        "1,0.5,allocate,0x9000,64,0x0\n"       // the old pointer reused in the log
+                        "1,0.6,deallocate,0x9000,64,0x0\n");
+  Trace const trace = read_trace_csv(in, "t.csv");
+  CHECK(trace.frees_before_log_skipped == 2);
+  REQUIRE(trace.ops.size() == 4);
+  CHECK(same(trace.ops[0], {true, 0, 100}));
+  CHECK(same(trace.ops[1], {false, 0, 100}));
+  CHECK(same(trace.ops[2], {true, 1, 64}));
+  CHECK(same(trace.ops[3], {false, 1, 64}));
+  CHECK(trace.live_at_end == 0);
+  CHECK(trace.peak_requested_bytes == 100);
+  // Only such frees: there is nothing to replay, and the error says what was skipped.
+  CHECK(error_of("Thread,Time,Action,Pointer,Size,Stream\n1,0.1,deallocate,0x9000,4096,0x0\n") ==
+        "t.csv:2: the trace has no allocations or frees after its header (only 1 frees of memory allocated before "
+        "the log began)");
 }

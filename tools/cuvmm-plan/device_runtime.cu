@@ -3,6 +3,8 @@
 // write them; cuvmm's own memory never goes through here. A .cu file for thrust::device_vector.
 #include "device_runtime.hpp"
 
+#include "cuda_check.hpp"
+
 #include <cuda_runtime_api.h>
 #include <thrust/device_allocator.h>
 #include <thrust/device_vector.h>
@@ -21,9 +23,6 @@
 namespace cuvmm::plan {
 namespace {
 
-void check(cudaError_t status, const char* call) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(call) + " failed: " + cudaGetErrorString(status));
-}
 
 /// cudaMalloc that reports exhaustion as std::bad_alloc (and clears the sticky-free error state).
 void* device_malloc(std::size_t bytes) {
@@ -33,7 +32,7 @@ void* device_malloc(std::size_t bytes) {
     (void)cudaGetLastError();
     throw std::bad_alloc();
   }
-  check(status, "cudaMalloc");
+  check_cuda(status, "cudaMalloc");
   return p;
 }
 
@@ -45,7 +44,7 @@ void* device_malloc_async(std::size_t bytes, cudaStream_t stream) {
     (void)cudaGetLastError();
     throw std::bad_alloc();
   }
-  check(status, "cudaMallocAsync");
+  check_cuda(status, "cudaMallocAsync");
   return p;
 }
 
@@ -57,15 +56,15 @@ void trim_default_pool() {
 
 std::size_t device_memory_in_use() {
   std::size_t free = 0, total = 0;
-  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
   return total - free;
 }
 
 class StreamFills final : public MemoryOps {
  public:
   explicit StreamFills(cudaStream_t stream) : stream_(stream) {}
-  void fill(void* data, std::size_t bytes) override { check(cudaMemsetAsync(data, 0x5A, bytes, stream_), "cudaMemsetAsync"); }
-  void finish() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  void fill(void* data, std::size_t bytes) override { check_cuda(cudaMemsetAsync(data, 0x5A, bytes, stream_), "cudaMemsetAsync"); }
+  void finish() override { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   std::optional<std::size_t> memory_in_use() override { return device_memory_in_use(); }
 
  private:
@@ -113,12 +112,12 @@ class CopyAndGrow final : public GrowthStrategy {
                                                       : device_malloc(new_capacity));
     peak_ = std::max(peak_, capacity_ + new_capacity);  // old and new held while copying
     if (copy_hook_) copy_hook_();
-    if (size_ != 0) check(cudaMemcpyAsync(fresh, data_, size_, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
+    if (size_ != 0) check_cuda(cudaMemcpyAsync(fresh, data_, size_, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
     if (async) {
-      if (data_ != nullptr) check(cudaFreeAsync(data_, stream_), "cudaFreeAsync");  // ordered after the copy
+      if (data_ != nullptr) check_cuda(cudaFreeAsync(data_, stream_), "cudaFreeAsync");  // ordered after the copy
     } else {
-      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // the copy is done before the old buffer goes
-      check(cudaFree(data_), "cudaFree");
+      check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // the copy is done before the old buffer goes
+      check_cuda(cudaFree(data_), "cudaFree");
     }
     data_ = fresh;
     capacity_ = new_capacity;
@@ -172,7 +171,7 @@ class CountingAllocator : public thrust::device_allocator<T> {
     return typename base::pointer(p);
   }
   void deallocate(typename base::pointer p, std::size_t n) {
-    check(cudaFree(thrust::raw_pointer_cast(p)), "cudaFree");
+    check_cuda(cudaFree(thrust::raw_pointer_cast(p)), "cudaFree");
     if (books_ != nullptr) books_->held -= n * sizeof(T);
   }
   [[nodiscard]] AllocationBooks* books() const { return books_; }
@@ -190,7 +189,7 @@ class ThrustVector final : public GrowthStrategy {
     std::size_t const old = vector_.size();
     if (old + bytes > vector_.capacity()) {
       // Thrust copies on its own stream: the fills queued on ours must be done first.
-      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
       auto const start = std::chrono::steady_clock::now();
       vector_.resize(old + bytes);
       growth_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -242,11 +241,11 @@ class Preallocated final : public GrowthStrategy {
 class MallocAsyncAllocator final : public TraceAllocator {
  public:
   explicit MallocAsyncAllocator(cudaStream_t stream) : stream_(stream) {
-    check(cudaDeviceGetDefaultMemPool(&pool_, 0), "cudaDeviceGetDefaultMemPool");
-    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    check(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo");
+    check_cuda(cudaDeviceGetDefaultMemPool(&pool_, 0), "cudaDeviceGetDefaultMemPool");
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check_cuda(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo");
     std::uint64_t zero = 0;
-    check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &zero), "cudaMemPoolSetAttribute");
+    check_cuda(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &zero), "cudaMemPoolSetAttribute");
   }
   MallocAsyncAllocator(const MallocAsyncAllocator&) = delete;
   MallocAsyncAllocator& operator=(const MallocAsyncAllocator&) = delete;
@@ -262,18 +261,18 @@ class MallocAsyncAllocator final : public TraceAllocator {
       (void)cudaGetLastError();
       return nullptr;
     }
-    check(status, "cudaMallocAsync");
+    check_cuda(status, "cudaMallocAsync");
     return p;
   }
-  void deallocate(void* p, std::size_t) override { check(cudaFreeAsync(p, stream_), "cudaFreeAsync"); }
+  void deallocate(void* p, std::size_t) override { check_cuda(cudaFreeAsync(p, stream_), "cudaFreeAsync"); }
   std::size_t held_bytes() override { return attribute(cudaMemPoolAttrReservedMemCurrent); }
   std::optional<std::size_t> exact_peak_held_bytes() override { return attribute(cudaMemPoolAttrReservedMemHigh); }
-  void finish() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  void finish() override { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
  private:
   std::size_t attribute(cudaMemPoolAttr which) const {
     std::uint64_t value = 0;
-    check(cudaMemPoolGetAttribute(pool_, which, &value), "cudaMemPoolGetAttribute");
+    check_cuda(cudaMemPoolGetAttribute(pool_, which, &value), "cudaMemPoolGetAttribute");
     return static_cast<std::size_t>(value);
   }
   cudaStream_t stream_;
@@ -290,7 +289,7 @@ class MallocAllocator final : public TraceAllocator {
       return nullptr;
     }
   }
-  void deallocate(void* p, std::size_t) override { check(cudaFree(p), "cudaFree"); }
+  void deallocate(void* p, std::size_t) override { check_cuda(cudaFree(p), "cudaFree"); }
   std::size_t held_bytes() override {
     std::size_t const in_use = device_memory_in_use();
     return in_use > baseline_ ? in_use - baseline_ : 0;
@@ -308,17 +307,17 @@ struct DeviceRuntimeSession::State {
 };
 
 DeviceRuntimeSession::DeviceRuntimeSession() : state_(std::make_unique<State>()) {
-  check(cudaSetDevice(0), "cudaSetDevice");
-  check(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  check_cuda(cudaSetDevice(0), "cudaSetDevice");
+  check_cuda(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   state_->fills = std::make_unique<StreamFills>(state_->stream);
   // Warm-up, so that no measurement pays for the runtime's first allocation, copy or memset.
   void* warm = device_malloc(2 << 20);
   state_->fills->fill(warm, 2 << 20);
-  check(cudaMemcpyAsync(warm, static_cast<std::byte*>(warm) + (1 << 20), 1 << 20, cudaMemcpyDeviceToDevice,
+  check_cuda(cudaMemcpyAsync(warm, static_cast<std::byte*>(warm) + (1 << 20), 1 << 20, cudaMemcpyDeviceToDevice,
                         state_->stream),
         "cudaMemcpyAsync");
   state_->fills->finish();
-  check(cudaFree(warm), "cudaFree");
+  check_cuda(cudaFree(warm), "cudaFree");
 }
 
 DeviceRuntimeSession::~DeviceRuntimeSession() {
@@ -348,7 +347,7 @@ std::unique_ptr<TraceAllocator> DeviceRuntimeSession::cuda_malloc_async() {
 
 std::unique_ptr<TraceAllocator> DeviceRuntimeSession::cuda_malloc() { return std::make_unique<MallocAllocator>(); }
 
-void DeviceRuntimeSession::synchronize_device() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+void DeviceRuntimeSession::synchronize_device() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 
 std::vector<std::string> growth_strategy_names(bool device) {

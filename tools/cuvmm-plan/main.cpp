@@ -11,6 +11,7 @@
 //
 // Exit status: 0 when the run finished (also on the host backend, and when plots could not be made,
 // which it says), 1 when a measurement or an output file failed, 2 on a bad command line or trace.
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include <cuvmm/error.hpp>
 #include <cuvmm/host_backend.hpp>
 
+#include "command_line.hpp"
 #include "device_runtime.hpp"
 #include "measure.hpp"
 #include "progress.hpp"
@@ -53,7 +55,7 @@ using cuvmm::MiB;
 
 constexpr std::string_view usage =
     "usage: cuvmm-plan [--profile quick|full] [--out DIR] [--trace FILE] [--backend auto|cuda|host]\n"
-    "                  [--runs N] [--no-plots] [--no-torch] [--help]\n"
+    "                  [--runs N] [--no-plots] [--no-torch] [--help] [--version]\n"
     "\n"
     "Measures what growing GPU memory costs on this machine and prints a recommendation: chunk size,\n"
     "largest buffer, growth cost per GiB, and the hide size (the value for\n"
@@ -75,11 +77,13 @@ constexpr std::string_view usage =
     "  --no-plots            do not run plot.py\n"
     "  --no-torch            do not replay the trace through PyTorch (done by default where\n"
     "                        python3 has PyTorch with CUDA; bench/torch_trace.py)\n"
-    "  --growth-case S:T:A   internal: measure one growth (strategy S to T bytes in A-byte appends)\n"
-    "                        and print its row; cuvmm-plan runs each growth so, in a fresh process\n"
+    "  --help, --version     print this help, or cuvmm-plan's version\n"
+    "\n"
+    "Options take their value as `--out DIR` or `--out=DIR`. Everything a run needs (the output\n"
+    "directory, the trace, the plot script) is checked before anything is measured.\n"
     "\n"
     "Exit status: 0 when the run finished, 1 when a measurement or output failed, 2 on a bad\n"
-    "command line or trace.\n";
+    "command line, trace or output directory.\n";
 
 struct Options {
   std::string profile = "quick";
@@ -104,6 +108,7 @@ struct Profile {
   std::vector<std::size_t> thread_chunk_sizes;  ///< driver calls by thread count, at these chunk sizes
   std::vector<std::size_t> thread_counts;
   std::size_t thread_iterations = 0;            ///< cycles per thread
+  std::size_t thread_repeats = 3;               ///< repeats of the thread counts (the scaling's spread)
   std::vector<GrowthCase> growth_cases;
   std::size_t growth_runs = 1;
   std::size_t reach_step = 0;
@@ -125,6 +130,7 @@ Profile make_profile(bool full, bool device, std::size_t free_bytes) {
     p.thread_chunk_sizes = full ? std::vector<std::size_t>{2 * MiB, 64 * MiB, 1 * GiB} : std::vector<std::size_t>{2 * MiB};
     p.thread_counts = {1, 2, 4, 8};
     p.thread_iterations = full ? 20 : 10;
+    p.thread_repeats = full ? 5 : 3;
     p.growth_runs = full ? 3 : 1;
     if (full) {
       p.growth_cases = device_growth_cases();
@@ -156,56 +162,40 @@ Profile make_profile(bool full, bool device, std::size_t free_bytes) {
   return p;
 }
 
-[[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr, "cuvmm-plan: %s\n\n%.*s", what.c_str(), static_cast<int>(usage.size()), usage.data());
-  std::exit(2);
-}
-
+/// Reads the command line (tools/command_line.hpp: --opt value and --opt=value, --help, --version,
+/// a short error and a hint on a bad one, exit status 2).
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view const arg = argv[i];
-    auto value = [&](std::string_view name) -> std::string {
-      if (i + 1 >= argc) usage_error(std::string(name) + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fwrite(usage.data(), 1, usage.size(), stdout);
-      std::exit(0);
-    } else if (arg == "--profile") {
-      o.profile = value(arg);
-      if (o.profile != "quick" && o.profile != "full") usage_error("unknown profile '" + o.profile + "'");
-    } else if (arg == "--out") {
-      o.out_dir = value(arg);
-    } else if (arg == "--trace") {
-      o.trace_path = value(arg);
-    } else if (arg == "--backend") {
-      o.backend = value(arg);
-      if (o.backend != "auto" && o.backend != "cuda" && o.backend != "host") {
-        usage_error("unknown backend '" + o.backend + "'");
-      }
-    } else if (arg == "--no-plots") {
-      o.plots = false;
-    } else if (arg == "--no-torch") {
-      o.torch = false;
-    } else if (arg == "--runs") {
-      std::string const text = value(arg);
-      char* end = nullptr;
-      unsigned long const n = std::strtoul(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || n == 0 || n > 100) usage_error("--runs wants a count from 1 to 100, not '" + text + "'");
-      o.runs = n;
-    } else if (arg == "--growth-case") {
-      std::string const spec = value(arg);
-      char strategy[64] = {};
-      unsigned long long target = 0, append = 0;
-      if (std::sscanf(spec.c_str(), "%63[^:]:%llu:%llu", strategy, &target, &append) != 3 || append == 0) {
-        usage_error("--growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES, not '" + spec + "'");
-      }
-      o.growth_strategy = strategy;
-      o.growth_case = {static_cast<std::size_t>(target), static_cast<std::size_t>(append)};
-    } else {
-      usage_error("unknown argument '" + std::string(arg) + "'");
+  std::string runs;
+  std::string growth_case;
+  CLI::App app("", "cuvmm-plan");
+  app.add_option("--profile", o.profile)->type_name("quick|full")->check(cuvmm::tools::one_of("profile", {"quick", "full"}));
+  app.add_option("--out", o.out_dir)->type_name("DIR");
+  app.add_option("--trace", o.trace_path)->type_name("FILE");
+  app.add_option("--backend", o.backend)->type_name("auto|cuda|host")->check(cuvmm::tools::one_of("backend", {"auto", "cuda", "host"}));
+  app.add_option("--runs", runs)->type_name("N")->check(CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        unsigned long const n = std::strtoul(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || n == 0 || n > 100) return "wants a count from 1 to 100, not '" + text + "'";
+        return {};
+      },
+      ""));
+  app.add_flag("--no-plots", [&](std::int64_t) { o.plots = false; });
+  app.add_flag("--no-torch", [&](std::int64_t) { o.torch = false; });
+  // Internal: not in the usage text, nor in any generated help (group "").
+  app.add_option("--growth-case", growth_case)->group("");
+  cuvmm::tools::parse_command_line(app, argc, argv, usage);
+  if (!runs.empty()) o.runs = std::strtoul(runs.c_str(), nullptr, 10);
+  if (!growth_case.empty()) {
+    char strategy[64] = {};
+    unsigned long long target = 0, append = 0;
+    if (std::sscanf(growth_case.c_str(), "%63[^:]:%llu:%llu", strategy, &target, &append) != 3 || append == 0) {
+      cuvmm::tools::refuse_command_line("cuvmm-plan",
+                                        "--growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES, not '" + growth_case + "'");
     }
+    o.growth_strategy = strategy;
+    o.growth_case = {static_cast<std::size_t>(target), static_cast<std::size_t>(append)};
   }
   return o;
 }
@@ -319,12 +309,41 @@ void wait_for_free_memory(cuvmm::Backend& backend, std::size_t free_bytes) {
   }
 }
 
-/// The first of $`environment_variable`, the source tree's copy and the installed copy that exists.
+/// A run that cannot start as asked (a bad output directory, trace or script): exit status 2,
+/// before anything is measured.
+struct Refused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The script that $`environment_variable` names (it must exist), else the first of the source
+/// tree's copy and the installed copy that exists. Throws Refused when none does.
 std::string find_script(const char* environment_variable, const char* source, const char* installed) {
-  for (const char* candidate : {static_cast<const char*>(std::getenv(environment_variable)), source, installed}) {
-    if (candidate != nullptr && std::filesystem::exists(candidate)) return candidate;
+  if (const char* chosen = std::getenv(environment_variable)) {
+    if (std::filesystem::is_regular_file(chosen)) return chosen;
+    throw Refused(std::string(environment_variable) + " names '" + chosen + "', which is not a file");
   }
-  return {};
+  for (const char* candidate : {source, installed}) {
+    if (std::filesystem::is_regular_file(candidate)) return candidate;
+  }
+  throw Refused(std::filesystem::path(installed).filename().string() + " was found neither at " + installed +
+                " nor at " + source + " (set " + environment_variable + ")");
+}
+
+/// Makes `dir` if it is missing and proves that a file can be written in it; throws Refused saying
+/// what is wrong otherwise.
+void check_out_dir(const std::filesystem::path& dir) {
+  std::string const said = "--out '" + dir.string() + "': ";
+  std::error_code error;
+  if (std::filesystem::exists(dir, error) && !std::filesystem::is_directory(dir, error)) {
+    throw Refused(said + "exists and is not a directory");
+  }
+  std::filesystem::create_directories(dir, error);
+  if (error) throw Refused(said + "cannot be made: " + error.message());
+  std::filesystem::path const probe = dir / (".cuvmm-plan-probe-" + std::to_string(getpid()));
+  int const fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw Refused(said + "cannot write in it: " + std::strerror(errno));
+  ::close(fd);
+  std::filesystem::remove(probe, error);
 }
 
 /// The first Python that runs `script --check` with exit status 0: $CUVMM_PLAN_PYTHON, python3 on
@@ -345,10 +364,9 @@ std::optional<std::string> python_for(const std::string& script, bool& found_pyt
   return std::nullopt;
 }
 
-/// Runs plot.py DIR with the first Python that has matplotlib. Returns a sentence saying what happened.
-std::string run_plots(const std::string& out_dir) {
-  std::string const script = find_script("CUVMM_PLAN_PLOT_SCRIPT", CUVMM_PLAN_PLOT_SOURCE, CUVMM_PLAN_PLOT_INSTALLED);
-  if (script.empty()) return "plots not made: plot.py was not found (set CUVMM_PLAN_PLOT_SCRIPT)";
+/// Runs `script` (plot.py) on DIR with the first Python that has matplotlib. Returns a sentence
+/// saying what happened.
+std::string run_plots(const std::string& script, const std::string& out_dir) {
   bool found_python = false;
   std::optional<std::string> const python = python_for(script, found_python);
   if (!found_python) return "plots not made: python3 was not found (Debian: apt-get install python3 python3-matplotlib)";
@@ -360,12 +378,7 @@ std::string run_plots(const std::string& out_dir) {
 /// Replays `trace` through PyTorch's caching allocator (torch_trace.py, default and expandable
 /// segments, each in a process of its own) when a Python with PyTorch and CUDA is found. Adds its
 /// replays to `m`, or a note saying why there are none.
-void replay_on_torch(const Trace& trace, std::size_t timeline_points, Measurements& m) {
-  std::string const script = find_script("CUVMM_PLAN_TORCH_SCRIPT", CUVMM_PLAN_TORCH_SOURCE, CUVMM_PLAN_TORCH_INSTALLED);
-  if (script.empty()) {
-    m.notes.push_back("PyTorch not replayed: torch_trace.py was not found (set CUVMM_PLAN_TORCH_SCRIPT)");
-    return;
-  }
+void replay_on_torch(const std::string& script, const Trace& trace, std::size_t timeline_points, Measurements& m) {
   bool found_python = false;
   std::optional<std::string> const python = python_for(script, found_python);
   if (!python) {
@@ -374,7 +387,7 @@ void replay_on_torch(const Trace& trace, std::size_t timeline_points, Measuremen
   }
   std::filesystem::path const csv =
       std::filesystem::temp_directory_path() / ("cuvmm-plan-trace-" + std::to_string(getpid()) + ".csv");
-  write_file(csv, [&](std::ostream& out) { cuvmm::bench::write_trace_csv(out, trace.ops); });
+  write_file(csv, [&](std::ostream& out) { write_trace_csv(out, trace.ops); });
   ChildResult const child = run_child({*python, script, csv.string(), "--plan", std::to_string(timeline_points)});
   std::filesystem::remove(csv);
   if (child.status != 0) {
@@ -387,126 +400,144 @@ void replay_on_torch(const Trace& trace, std::size_t timeline_points, Measuremen
   for (auto& replay : replays) m.replays.push_back(std::move(replay));
 }
 
-int run(const Options& options) {
-  auto const started = std::chrono::steady_clock::now();
-  cuvmm::DriverStatus const driver = cuvmm::driver_status();
-  bool const gpu = driver.available && driver.device_count > 0;
-  if (options.backend == "cuda" && !gpu) {
-    std::fprintf(stderr, "cuvmm-plan: --backend cuda, but there is no GPU: %s\n",
-                 driver.available ? "no CUDA device" : driver.reason.c_str());
-    return 1;
-  }
-  bool const on_device = gpu && options.backend != "host";
-
-  // The trace first: a bad file is a command-line error, found before anything is measured.
-  std::optional<Trace> file_trace;
-  if (!options.trace_path.empty()) {
-    try {
-      file_trace = read_trace_file(options.trace_path);
-    } catch (const cuvmm::Error& error) {
-      std::fprintf(stderr, "cuvmm-plan: %s\n", error.context().c_str());
-      return 2;
-    }
-  }
-
-  Measurements m;
-  m.profile = options.profile;
+/// The backend the run measures, and what fills its memory.
+struct Machine {
+  bool on_device = false;
   std::optional<cuvmm::HostBackend> host_backend;
   cuvmm::Backend* backend = nullptr;
   std::optional<DeviceRuntimeSession> device;
+  HostFills host_fills;
+  MemoryOps& fills() { return device ? device->memory_ops() : static_cast<MemoryOps&>(host_fills); }
+};
+
+/// Everything a run needs that can be checked before measuring: checked, found or read here.
+struct Prepared {
+  std::optional<Trace> file_trace;  ///< the --trace file, read
+  std::string plot_script;          ///< when plots will be made
+  std::string torch_script;         ///< when the trace will be replayed through PyTorch
+  bool torch = false;
+};
+
+/// Phase 0: the output directory, the trace file and the scripts. Throws Refused.
+Prepared prepare(const Options& options, bool on_device) {
+  Prepared p;
+  if (!options.out_dir.empty()) check_out_dir(options.out_dir);
+  if (!options.trace_path.empty()) {
+    try {
+      p.file_trace = read_trace_file(options.trace_path);
+    } catch (const cuvmm::Error& error) {
+      throw Refused(error.context());
+    }
+  }
+  if (!options.out_dir.empty() && options.plots) {
+    p.plot_script = find_script("CUVMM_PLAN_PLOT_SCRIPT", CUVMM_PLAN_PLOT_SOURCE, CUVMM_PLAN_PLOT_INSTALLED);
+  }
+  p.torch = on_device && options.torch;
+  if (p.torch) p.torch_script = find_script("CUVMM_PLAN_TORCH_SCRIPT", CUVMM_PLAN_TORCH_SOURCE, CUVMM_PLAN_TORCH_INSTALLED);
+  return p;
+}
+
+/// Chooses the GPU or the host backend and records what it is in `m`.
+void open_machine(Machine& machine, bool on_device, bool gpu, const cuvmm::DriverStatus& driver, bool quiet,
+                  Measurements& m) {
+  machine.on_device = on_device;
   if (on_device) {
-    backend = &cuvmm::cuda_backend(0);
+    machine.backend = &cuvmm::cuda_backend(0);
     cuvmm::DeviceCaps const caps = cuvmm::device_caps(0);
     m.backend = "cuda";
     m.device_name = caps.name;
-    device.emplace();
+    machine.device.emplace();
   } else {
-    host_backend.emplace(cuvmm::HostBackend::Options{2 * MiB, host_device_bytes});
-    backend = &*host_backend;
+    machine.host_backend.emplace(cuvmm::HostBackend::Options{2 * MiB, host_device_bytes});
+    machine.backend = &*machine.host_backend;
     m.backend = "host";
     m.device_name = "host backend (Linux virtual memory, a simulated " + human_bytes(host_device_bytes) + " device)";
-    if (options.growth_strategy.empty()) std::printf("cuvmm-plan: %s, so this is the HOST-BACKEND profile.\n"
-                "HostBackend (memfd chunks mapped with mmap) stands in for a GPU with %s of memory: its\n"
-                "numbers describe this machine's kernel, not a GPU, and no cudaMalloc baselines are measured.\n"
-                "Run cuvmm-plan on a machine with a GPU for those.\n\n",
-                gpu ? "--backend host was given"
-                    : (driver.available ? "no CUDA device found" : driver.reason.c_str()),
-                human_bytes(host_device_bytes).c_str());
-    std::fflush(stdout);  // before the progress lines on stderr
+    if (!quiet) {
+      std::printf("cuvmm-plan: %s, so this is the HOST-BACKEND profile.\n"
+                  "HostBackend (memfd chunks mapped with mmap) stands in for a GPU with %s of memory: its\n"
+                  "numbers describe this machine's kernel, not a GPU, and no cudaMalloc baselines are measured.\n"
+                  "Run cuvmm-plan on a machine with a GPU for those.\n\n",
+                  gpu ? "--backend host was given" : (driver.available ? "no CUDA device found" : driver.reason.c_str()),
+                  human_bytes(host_device_bytes).c_str());
+      std::fflush(stdout);  // before the progress lines on stderr
+    }
   }
-  auto const memory = backend->memory_info(0);
+  auto const memory = machine.backend->memory_info(0);
   m.total_bytes = memory.total;
   m.free_bytes = memory.free;
-  m.granularity = backend->granularity({}, cuvmm::GranularityKind::minimum);
+  m.granularity = machine.backend->granularity({}, cuvmm::GranularityKind::minimum);
+}
 
-  HostFills host_fills;
-  MemoryOps& fills = on_device ? device->memory_ops() : static_cast<MemoryOps&>(host_fills);
-  // One growth, timed, then (on a device) again for its peak device memory in use, untimed.
-  auto const grow = [&](const std::string& name, GrowthCase c) {
-    DeviceRuntimeSession* const session = device ? &*device : nullptr;
-    auto const make = [&] { return make_growth_strategy(name, *backend, session, c.target_bytes); };
-    GrowthRow row{name, c.target_bytes, c.append_bytes, "out_of_memory"};
-    try {
-      auto strategy = make();
-      row = measure_growth(name, *strategy, c.target_bytes, c.append_bytes, fills);
-    } catch (const std::bad_alloc&) {  // a preallocated buffer that does not fit
-    }
-    if (device) {
-      device->synchronize_device();
-      row.peak_in_use_bytes = measure_peak_in_use(make, c.target_bytes, c.append_bytes, fills);
-      device->synchronize_device();
-    }
-    return row;
-  };
-  if (!options.growth_strategy.empty()) {  // a child: this one growth, printed for the parent
-    // Half a second for the driver to finish freeing what the previous child's exit gave back, as
-    // bench_growth does. On the H200, growth to 120 GiB in 64 MiB appends took 1.99x the
-    // preallocated time without the pause and 1.06x with it (one run each, 2026-11-29).
-    if (device) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    std::fputs(encode_growth_row(grow(options.growth_strategy, options.growth_case)).c_str(), stdout);
-    return 0;
+/// One growth, timed, then (on a device) again for its peak device memory in use, untimed.
+GrowthRow grow_once(Machine& machine, const std::string& name, GrowthCase c) {
+  DeviceRuntimeSession* const session = machine.device ? &*machine.device : nullptr;
+  auto const make = [&] { return make_growth_strategy(name, *machine.backend, session, c.target_bytes); };
+  GrowthRow row{name, c.target_bytes, c.append_bytes, "out_of_memory"};
+  try {
+    auto strategy = make();
+    row = measure_growth(name, *strategy, c.target_bytes, c.append_bytes, machine.fills());
+  } catch (const std::bad_alloc&) {  // a preallocated buffer that does not fit
   }
+  if (machine.device) {
+    machine.device->synchronize_device();
+    row.peak_in_use_bytes = measure_peak_in_use(make, c.target_bytes, c.append_bytes, machine.fills());
+    machine.device->synchronize_device();
+  }
+  return row;
+}
 
-  Profile const profile = make_profile(options.profile == "full", on_device, memory.free);
+/// The trace to replay: the --trace file, or one generated for the profile.
+Trace choose_trace(const Options& options, Prepared& prepared, const Profile& profile, Measurements& m) {
   Trace trace;
-  if (file_trace) {
-    trace = std::move(*file_trace);
+  if (prepared.file_trace) {
+    trace = std::move(*prepared.file_trace);
     m.trace_source = options.trace_path + " (" + std::string(to_string(trace.format)) + " format)";
   } else {
-    trace.ops = cuvmm::bench::make_trace(profile.trace_allocations, profile.trace_live_bytes, 1234,
-                                         profile.trace_max_log2_bytes);
+    trace.ops = make_trace(profile.trace_allocations, profile.trace_live_bytes, 1234, profile.trace_max_log2_bytes);
     m.trace_source = "generated: " + std::to_string(profile.trace_allocations) + " allocations, log-uniform 1 B.." +
                      human_bytes(std::size_t{1} << static_cast<int>(profile.trace_max_log2_bytes)) + ", live <= " +
                      human_bytes(profile.trace_live_bytes) + ", seed 1234";
   }
   m.trace_ops = trace.ops.size();
-
-  std::vector<std::string> const strategies = growth_strategy_names(on_device);
-  std::size_t const runs = options.runs != 0 ? options.runs : profile.growth_runs;
-  bool const torch = on_device && options.torch;
-  std::size_t const total_steps = profile.chunk_sizes.size() +
-                                  profile.thread_chunk_sizes.size() * profile.thread_counts.size() +
-                                  runs * profile.growth_cases.size() * strategies.size() + 1 + (on_device ? 3 : 1) +
-                                  (torch ? 1 : 0);
-  Progress progress(total_steps, isatty(STDERR_FILENO) == 1);
-
-  // 1. Driver calls by chunk size, then by thread count.
-  m.driver_calls = measure_driver_calls(*backend, profile.chunk_sizes, profile.driver_iterations,
-                                        [&](std::size_t bytes) { progress.step("driver calls, " + human_bytes(bytes) + " chunks"); });
-  for (std::size_t const chunk : profile.thread_chunk_sizes) {
-    auto rows = measure_driver_threads(*backend, chunk, profile.thread_counts, profile.thread_iterations,
-                                       [&](std::size_t threads) {
-                                         progress.step("driver calls, " + human_bytes(chunk) + " chunks, " +
-                                                       std::to_string(threads) + " threads");
-                                       });
-    m.driver_threads.insert(m.driver_threads.end(), rows.begin(), rows.end());
+  if (trace.failed_allocations_skipped != 0) {
+    m.notes.push_back(std::to_string(trace.failed_allocations_skipped) +
+                      " 'allocate failure' lines of the RMM log were skipped");
   }
+  if (trace.frees_before_log_skipped != 0) {
+    m.notes.push_back(std::to_string(trace.frees_before_log_skipped) +
+                      " frees in the RMM log were of memory allocated before logging began, and were skipped");
+  }
+  return trace;
+}
 
-  // 2. Growth: every strategy on every case, `runs` times, each in a fresh process (see
-  //    Options::growth_strategy). The runs of a case are spread over the whole phase, not back to
-  //    back, so that a slow spell of the machine does not fall on one case's every run.
+/// Phase 1: driver calls by chunk size, then by thread count.
+void measure_driver_phase(Machine& machine, const Profile& profile, Progress& progress, Measurements& m) {
+  m.driver_calls = measure_driver_calls(*machine.backend, profile.chunk_sizes, profile.driver_iterations,
+                                        [&](std::size_t bytes) { progress.step("driver calls, " + human_bytes(bytes) + " chunks"); });
+  // Each repeat measures every thread count once, one after another, so that the scaling is read
+  // within a repeat and the repeats give its spread.
+  for (std::size_t repeat = 1; repeat <= profile.thread_repeats; ++repeat) {
+    for (std::size_t const chunk : profile.thread_chunk_sizes) {
+      auto rows = measure_driver_threads(*machine.backend, chunk, profile.thread_counts, profile.thread_iterations,
+                                         [&](std::size_t threads) {
+                                           progress.step("driver calls, " + human_bytes(chunk) + " chunks, " +
+                                                         std::to_string(threads) + " threads, repeat " +
+                                                         std::to_string(repeat) + " of " +
+                                                         std::to_string(profile.thread_repeats));
+                                         });
+      for (auto& row : rows) row.repeat = repeat;
+      m.driver_threads.insert(m.driver_threads.end(), rows.begin(), rows.end());
+    }
+  }
+}
+
+/// Phase 2: every strategy on every case, `runs` times, each in a fresh process (see
+/// Options::growth_strategy). The runs of a case are spread over the whole phase, not back to
+/// back, so that a slow spell of the machine does not fall on one case's every run.
+void measure_growth_phase(Machine& machine, const Profile& profile, const std::vector<std::string>& strategies,
+                          std::size_t runs, Progress& progress, Measurements& m) {
   std::vector<std::vector<GrowthRow>> case_runs(profile.growth_cases.size() * strategies.size());
-  std::size_t const free_before_growth = backend->memory_info(0).free;
+  std::size_t const free_before_growth = machine.backend->memory_info(0).free;
   for (std::size_t run = 1; run <= runs; ++run) {
     for (std::size_t c = 0; c < profile.growth_cases.size(); ++c) {
       for (std::size_t s = 0; s < strategies.size(); ++s) {
@@ -516,8 +547,8 @@ int run(const Options& options) {
         progress.step(label);
         std::string const spec = strategies[s] + ":" + std::to_string(growth.target_bytes) + ":" +
                                  std::to_string(growth.append_bytes);
-        if (on_device) wait_for_free_memory(*backend, free_before_growth);
-        std::string const said = run_self({"--backend", on_device ? "cuda" : "host", "--growth-case", spec});
+        if (machine.on_device) wait_for_free_memory(*machine.backend, free_before_growth);
+        std::string const said = run_self({"--backend", machine.on_device ? "cuda" : "host", "--growth-case", spec});
         std::optional<GrowthRow> row = decode_growth_row(said);
         if (!row) throw std::runtime_error("the growth measurement " + spec + " printed no result");
         case_runs[c * strategies.size() + s].push_back(std::move(*row));
@@ -525,62 +556,64 @@ int run(const Options& options) {
     }
   }
   for (auto& rows : case_runs) m.growth.push_back(median_run(std::move(rows)));
+}
 
-  // 3. Reach.
-  progress.step("reach: growing one buffer until the " + std::string(on_device ? "device" : "simulated device") +
-                " is full");
-  m.reach = measure_reach(*backend, profile.reach_step);
+/// Phase 3: how far one buffer grows.
+void measure_reach_phase(Machine& machine, const Profile& profile, Progress& progress, Measurements& m) {
+  progress.step("reach: growing one buffer until the " +
+                std::string(machine.on_device ? "device" : "simulated device") + " is full");
+  m.reach = measure_reach(*machine.backend, profile.reach_step);
+}
 
-  // 4. Trace replay.
+/// Phase 4: the trace replayed on the Arena and, on a device, the CUDA runtime and PyTorch.
+void measure_trace_phase(Machine& machine, const Trace& trace, const Prepared& prepared, Progress& progress,
+                         Measurements& m) {
   constexpr std::size_t timeline_points = 2000;
   progress.step("trace replay on cuvmm::Arena (" + std::to_string(trace.ops.size()) + " operations)");
   {
-    auto arena = make_arena_allocator(*backend);
+    auto arena = make_arena_allocator(*machine.backend);
     m.replays.push_back(replay_trace("cuvmm_arena", *arena, trace, timeline_points));
   }
-  if (device) {
-    progress.step("trace replay on cudaMallocAsync");
-    {
-      auto async = device->cuda_malloc_async();
-      m.replays.push_back(replay_trace("cudaMallocAsync", *async, trace, timeline_points));
-    }
-    progress.step("trace replay on cudaMalloc");
-    {
-      auto plain = device->cuda_malloc();
-      m.replays.push_back(replay_trace("cudaMalloc", *plain, trace, timeline_points));
-    }
-    if (torch) {
-      progress.step("trace replay on PyTorch's caching allocator (python3, bench/torch_trace.py)");
-      replay_on_torch(trace, timeline_points, m);
-    }
-  } else {
+  if (!machine.device) {
     m.notes.push_back("host backend: no GPU, so no cudaMalloc, cudaMallocAsync, thrust, copy-and-grow or PyTorch "
                       "baselines");
+    return;
   }
-  if (trace.failed_allocations_skipped != 0) {
-    m.notes.push_back(std::to_string(trace.failed_allocations_skipped) +
-                      " 'allocate failure' lines of the RMM log were skipped");
+  progress.step("trace replay on cudaMallocAsync");
+  {
+    auto async = machine.device->cuda_malloc_async();
+    m.replays.push_back(replay_trace("cudaMallocAsync", *async, trace, timeline_points));
   }
+  progress.step("trace replay on cudaMalloc");
+  {
+    auto plain = machine.device->cuda_malloc();
+    m.replays.push_back(replay_trace("cudaMalloc", *plain, trace, timeline_points));
+  }
+  if (prepared.torch) {
+    progress.step("trace replay on PyTorch's caching allocator (python3, torch_trace.py)");
+    replay_on_torch(prepared.torch_script, trace, timeline_points, m);
+  }
+}
 
-  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  Recommendation const recommendation = recommend(m);
-  std::string plots_said;
-  if (!options.out_dir.empty()) {
-    std::filesystem::path const dir = options.out_dir;
-    std::filesystem::create_directories(dir);
-    write_file(dir / "plan.json", [&](std::ostream& out) { write_json(out, m, recommendation); });
-    write_file(dir / "driver_calls.csv", [&](std::ostream& out) { write_driver_calls_csv(out, m); });
-    write_file(dir / "driver_threads.csv", [&](std::ostream& out) { write_driver_threads_csv(out, m); });
-    write_file(dir / "growth.csv", [&](std::ostream& out) { write_growth_csv(out, m); });
-    write_file(dir / "trace_memory.csv", [&](std::ostream& out) { write_trace_memory_csv(out, m); });
-    if (!file_trace) write_file(dir / "trace.csv", [&](std::ostream& out) { cuvmm::bench::write_trace_csv(out, trace.ops); });
-    if (options.plots) {
-      progress.note("making plots");
-      plots_said = run_plots(dir.string());
-    }
-  }
-  progress.finish();  // the bar's line is cleared before the report
+/// Phase 5: plan.json, the CSV tables, a generated trace and the plots into --out. Returns what
+/// the plotting said (empty when no plots were asked for).
+std::string write_outputs(const Options& options, const Prepared& prepared, const Measurements& m,
+                          const Recommendation& recommendation, const Trace& trace, Progress& progress) {
+  std::filesystem::path const dir = options.out_dir;
+  write_file(dir / "plan.json", [&](std::ostream& out) { write_json(out, m, recommendation); });
+  write_file(dir / "driver_calls.csv", [&](std::ostream& out) { write_driver_calls_csv(out, m); });
+  write_file(dir / "driver_threads.csv", [&](std::ostream& out) { write_driver_threads_csv(out, m); });
+  write_file(dir / "growth.csv", [&](std::ostream& out) { write_growth_csv(out, m); });
+  write_file(dir / "trace_memory.csv", [&](std::ostream& out) { write_trace_memory_csv(out, m); });
+  if (options.trace_path.empty()) write_file(dir / "trace.csv", [&](std::ostream& out) { write_trace_csv(out, trace.ops); });
+  if (prepared.plot_script.empty()) return {};
+  progress.note("making plots");
+  return run_plots(prepared.plot_script, dir.string());
+}
 
+/// Phase 6: the recommendation and the replays on stdout.
+void print_report(const Options& options, const Measurements& m, const Recommendation& recommendation,
+                  const std::string& plots_said) {
   std::printf("%s", format_recommendation(recommendation, m).c_str());
   std::printf("%s", format_growth_ratios(m).c_str());
   for (auto const& replay : m.replays) {
@@ -595,6 +628,65 @@ int run(const Options& options) {
                 options.out_dir.c_str());
     if (!plots_said.empty()) std::printf("%s\n", plots_said.c_str());
   }
+}
+
+int run(const Options& options) {
+  auto const started = std::chrono::steady_clock::now();
+  cuvmm::DriverStatus const driver = cuvmm::driver_status();
+  bool const gpu = driver.available && driver.device_count > 0;
+  if (options.backend == "cuda" && !gpu) {
+    std::fprintf(stderr, "cuvmm-plan: --backend cuda, but there is no GPU: %s\n",
+                 driver.available ? "no CUDA device" : driver.reason.c_str());
+    return 1;
+  }
+  bool const on_device = gpu && options.backend != "host";
+  bool const growth_child = !options.growth_strategy.empty();
+
+  // Everything the run needs is checked before anything is measured.
+  Prepared prepared;
+  if (!growth_child) {
+    try {
+      prepared = prepare(options, on_device);
+    } catch (const Refused& refused) {
+      std::fprintf(stderr, "cuvmm-plan: %s\n", refused.what());
+      return 2;
+    }
+  }
+
+  Measurements m;
+  m.profile = options.profile;
+  Machine machine;
+  open_machine(machine, on_device, gpu, driver, growth_child, m);
+  if (growth_child) {  // a child: this one growth, printed for the parent
+    // Half a second for the driver to finish freeing what the previous child's exit gave back, as
+    // bench_growth does. On the H200, growth to 120 GiB in 64 MiB appends took 1.99x the
+    // preallocated time without the pause and 1.06x with it (one run each, 2026-11-29).
+    if (machine.device) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::fputs(encode_growth_row(grow_once(machine, options.growth_strategy, options.growth_case)).c_str(), stdout);
+    return 0;
+  }
+
+  Profile const profile = make_profile(options.profile == "full", on_device, m.free_bytes);
+  Trace const trace = choose_trace(options, prepared, profile, m);
+  std::vector<std::string> const strategies = growth_strategy_names(on_device);
+  std::size_t const runs = options.runs != 0 ? options.runs : profile.growth_runs;
+  std::size_t const total_steps = profile.chunk_sizes.size() +
+                                  profile.thread_repeats * profile.thread_chunk_sizes.size() * profile.thread_counts.size() +
+                                  runs * profile.growth_cases.size() * strategies.size() + 1 + (on_device ? 3 : 1) +
+                                  (prepared.torch ? 1 : 0);
+  Progress progress(total_steps, isatty(STDERR_FILENO) == 1);
+
+  measure_driver_phase(machine, profile, progress, m);
+  measure_growth_phase(machine, profile, strategies, runs, progress, m);
+  measure_reach_phase(machine, profile, progress, m);
+  measure_trace_phase(machine, trace, prepared, progress, m);
+
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  Recommendation const recommendation = recommend(m);
+  std::string const plots_said =
+      options.out_dir.empty() ? std::string() : write_outputs(options, prepared, m, recommendation, trace, progress);
+  progress.finish();  // the bar's line is cleared before the report
+  print_report(options, m, recommendation, plots_said);
   return 0;
 }
 

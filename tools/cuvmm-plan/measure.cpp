@@ -81,7 +81,18 @@ double percentile_us(std::vector<double> seconds_samples, double p) {
 }
 
 LatencyStats latency_stats(const std::vector<double>& seconds_samples) {
-  return {percentile_us(seconds_samples, 50), percentile_us(seconds_samples, 99), seconds_samples.size()};
+  return {percentile_us(seconds_samples, 50), percentile_us(seconds_samples, 99), seconds_samples.size(),
+          percentile_us(seconds_samples, 100)};
+}
+
+std::string tail_text(const LatencyStats& stats) {
+  char text[96] = {};
+  if (stats.has_p99()) {
+    std::snprintf(text, sizeof text, "p99 %.3g us", stats.p99_us);
+  } else {
+    std::snprintf(text, sizeof text, "max of %zu: %.3g us", stats.samples, stats.max_us);
+  }
+  return text;
 }
 
 double DriverCallRow::ms_per_gib() const {

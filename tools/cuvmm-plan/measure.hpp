@@ -28,12 +28,21 @@
 
 namespace cuvmm::plan {
 
-/// Median and 99th percentile of a set of samples, in microseconds.
+/// Fewest samples for which a 99th percentile means something: with fewer, the nearest-rank p99
+/// is simply the largest sample, and cuvmm-plan reports it as "max of N".
+inline constexpr std::size_t min_samples_for_p99 = 100;
+
+/// Median, 99th percentile and maximum of a set of samples, in microseconds.
 struct LatencyStats {
   double median_us = 0;
   double p99_us = 0;
   std::size_t samples = 0;
+  double max_us = 0;
+  /// Whether p99_us comes from enough samples to be a p99 (min_samples_for_p99).
+  [[nodiscard]] bool has_p99() const noexcept { return samples >= min_samples_for_p99; }
 };
+/// The tail of `stats` in words: "p99 12.5 us" with enough samples, else "max of 5: 12.5 us".
+std::string tail_text(const LatencyStats& stats);
 /// Nearest-rank percentile `p` (0..100) of `seconds_samples`, in microseconds (0 for none).
 double percentile_us(std::vector<double> seconds_samples, double p);
 LatencyStats latency_stats(const std::vector<double>& seconds_samples);
@@ -152,6 +161,9 @@ struct DriverThreadsRow {
   /// Whole create-to-release cycles finished per second by all threads together (wall clock from
   /// the moment all threads start to the last one done).
   double cycles_per_second = 0;
+  /// Which repeat of the thread-count measurement this row belongs to (1-based): the counts are
+  /// measured one after another in each repeat, and the scaling is read per repeat.
+  std::size_t repeat = 1;
 };
 
 /// For each count in `thread_counts`, that many threads each run `iterations` cycles of create,

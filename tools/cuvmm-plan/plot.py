@@ -12,6 +12,7 @@ Exit status 3 when matplotlib is missing (cuvmm-plan says so), 2 on bad input.
 import csv
 import json
 import os
+import statistics
 import sys
 
 GIB = float(1 << 30)
@@ -139,21 +140,26 @@ def plot_driver(plt, plan, rows, out):
 
 
 def plot_threads(plt, plan, rows, out):
-    """Left: whole create-to-release cycles per second against threads; right: median latency of
-    each call against threads; a line per chunk size (and call)."""
+    """Left: whole create-to-release cycles per second against threads (the median over the
+    repeats, with their lowest and highest as an error bar); right: median latency of each call
+    against threads (the median over the repeats); a line per chunk size (and call)."""
     fig, (rate_ax, latency_ax) = plt.subplots(1, 2, figsize=(11, 4.5))
     rates, latencies = {}, {}
     for r in rows:
         chunk, threads = int(r["chunk_bytes"]), int(r["threads"])
-        rates.setdefault(chunk, {})[threads] = float(r["cycles_per_second"])
-        latencies.setdefault((chunk, r["call"]), []).append((threads, float(r["median_us"])))
+        by_threads = rates.setdefault(chunk, {})
+        if r["call"] == "create":  # one rate per repeat (every call's row repeats it)
+            by_threads.setdefault(threads, []).append(float(r["cycles_per_second"]))
+        latencies.setdefault((chunk, r["call"]), {}).setdefault(threads, []).append(float(r["median_us"]))
     for chunk, by_threads in sorted(rates.items()):
         xs = sorted(by_threads)
-        rate_ax.plot(xs, [by_threads[x] for x in xs], marker="o", label=f"{human(chunk)} chunks")
-    for (chunk, call), points in sorted(latencies.items()):
-        points.sort()
-        xs, ys = zip(*points)
-        latency_ax.plot(xs, ys, marker=".", label=f"{call}, {human(chunk)}")
+        mids = [statistics.median(by_threads[x]) for x in xs]
+        low = [m - min(by_threads[x]) for x, m in zip(xs, mids)]
+        high = [max(by_threads[x]) - m for x, m in zip(xs, mids)]
+        rate_ax.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=3, label=f"{human(chunk)} chunks")
+    for (chunk, call), by_threads in sorted(latencies.items()):
+        xs = sorted(by_threads)
+        latency_ax.plot(xs, [statistics.median(by_threads[x]) for x in xs], marker=".", label=f"{call}, {human(chunk)}")
     counts = sorted({int(r["threads"]) for r in rows})
     for ax in (rate_ax, latency_ax):
         ax.set_xticks(counts)

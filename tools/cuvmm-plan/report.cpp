@@ -1,5 +1,5 @@
 // report.cpp: recommendation and output files of cuvmm-plan (see report.hpp). The JSON is written
-// by hand (no JSON library in the project); every string goes through json_string().
+// by hand; every string goes through json_string() (nlohmann::json, valid for any bytes).
 #include "report.hpp"
 
 #include <algorithm>
@@ -77,9 +77,51 @@ void recommend_hide_size(const Measurements& m, Recommendation& r) {
   r.hide_step_chunk_bytes = chosen->chunk_bytes;
 }
 
+/// Thread scaling at the smallest chunk size measured by thread count: the most threads over one,
+/// in each repeat that has both; the median ratio and the spread.
+void recommend_thread_scaling(const Measurements& m, Recommendation& r) {
+  if (m.driver_threads.empty()) return;
+  std::size_t chunk = m.driver_threads.front().chunk_bytes;
+  std::size_t most_threads = 0;
+  for (auto const& row : m.driver_threads) chunk = std::min(chunk, row.chunk_bytes);
+  for (auto const& row : m.driver_threads) {
+    if (row.chunk_bytes == chunk) most_threads = std::max(most_threads, row.threads);
+  }
+  if (most_threads <= 1) return;
+  std::vector<double> ratios;
+  std::size_t repeats = 0;
+  for (auto const& row : m.driver_threads) repeats = std::max(repeats, row.repeat);
+  for (std::size_t repeat = 1; repeat <= repeats; ++repeat) {
+    const DriverThreadsRow* one = nullptr;
+    const DriverThreadsRow* most = nullptr;
+    for (auto const& row : m.driver_threads) {
+      if (row.chunk_bytes != chunk || row.repeat != repeat) continue;
+      if (row.threads == 1) one = &row;
+      if (row.threads == most_threads) most = &row;
+    }
+    if (one != nullptr && most != nullptr && one->cycles_per_second > 0) {
+      ratios.push_back(most->cycles_per_second / one->cycles_per_second);
+    }
+  }
+  if (ratios.empty()) return;
+  std::sort(ratios.begin(), ratios.end());
+  r.thread_scaling = ratios[(ratios.size() - 1) / 2];  // the lower middle one for an even count
+  r.thread_scaling_min = ratios.front();
+  r.thread_scaling_max = ratios.back();
+  r.thread_scaling_repeats = ratios.size();
+  r.thread_scaling_threads = most_threads;
+  r.thread_scaling_chunk_bytes = chunk;
+}
+
+/// A p99 in a CSV cell: empty without enough samples.
+std::string csv_p99(const LatencyStats& s) { return s.has_p99() ? number(s.p99_us) : std::string(); }
+
+/// A p99 only where there are enough samples to have one; null otherwise (max_us says the rest).
+std::string p99_number(const LatencyStats& s) { return s.has_p99() ? number(s.p99_us) : "null"; }
+
 void write_latency(std::ostream& out, const char* name, const LatencyStats& s) {
-  out << json_string(name) << ": {\"median_us\": " << number(s.median_us) << ", \"p99_us\": " << number(s.p99_us)
-      << ", \"samples\": " << s.samples << "}";
+  out << json_string(name) << ": {\"median_us\": " << number(s.median_us) << ", \"p99_us\": " << p99_number(s)
+      << ", \"max_us\": " << number(s.max_us) << ", \"samples\": " << s.samples << "}";
 }
 
 /// The five driver calls of a row (DriverCallRow or DriverThreadsRow), by name.
@@ -136,20 +178,13 @@ Recommendation recommend(const Measurements& m) {
   }
   r.default_hide_bytes = default_hide_bytes(m.total_bytes, m.granularity);
   recommend_hide_size(m, r);
-  if (!m.driver_threads.empty()) {
-    std::size_t chunk = m.driver_threads.front().chunk_bytes;
-    for (auto const& row : m.driver_threads) chunk = std::min(chunk, row.chunk_bytes);
-    const DriverThreadsRow* one = nullptr;
-    const DriverThreadsRow* most = nullptr;
-    for (auto const& row : m.driver_threads) {
-      if (row.chunk_bytes != chunk) continue;
-      if (row.threads == 1) one = &row;
-      if (most == nullptr || row.threads > most->threads) most = &row;
-    }
-    if (one != nullptr && most != one && one->cycles_per_second > 0) {
-      r.thread_scaling = most->cycles_per_second / one->cycles_per_second;
-      r.thread_scaling_threads = most->threads;
-      r.thread_scaling_chunk_bytes = chunk;
+  recommend_thread_scaling(m, r);
+  r.arena_page_bytes = m.granularity;
+  r.arena_large_page_bytes = ArenaOptions{}.large_page_bytes;
+  for (auto const& row : m.driver_calls) {
+    if (row.chunk_bytes == r.arena_page_bytes && r.arena_page_bytes != 0) r.arena_page_ms_per_gib = row.ms_per_gib();
+    if (row.chunk_bytes == r.arena_large_page_bytes && r.arena_large_page_bytes != 0) {
+      r.arena_large_page_ms_per_gib = row.ms_per_gib();
     }
   }
   return r;
@@ -206,10 +241,15 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
   char line[256];
   out << "Recommendation for " << m.device_name << " (" << m.backend << " backend, " << m.profile << " profile):\n";
   if (r.chunk_bytes != 0) {
+    std::size_t samples = 0;
+    for (auto const& row : m.driver_calls) {
+      if (row.chunk_bytes == r.chunk_bytes) samples = row.create.samples;
+    }
     std::snprintf(line, sizeof line,
-                  "  chunk size:        %s (driver calls %s per GiB; the smallest size within %.3gx of the "
-                  "cheapest measured)\n",
-                  human_bytes(r.chunk_bytes).c_str(), milliseconds(r.chunk_ms_per_gib).c_str(), chunk_cost_tolerance);
+                  "  chunk size:        %s (driver calls %s per GiB, medians of %zu calls each; the smallest size "
+                  "within %.3gx of the cheapest measured): keep %s at or above it\n",
+                  human_bytes(r.chunk_bytes).c_str(), milliseconds(r.chunk_ms_per_gib).c_str(), samples,
+                  chunk_cost_tolerance, chunk_bytes_option);
     out << line;
   } else {
     out << "  chunk size:        not measured\n";
@@ -247,10 +287,25 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
     out << "  hide size:         not measured (needs the driver calls and the preallocated baseline); "
         << hide_bytes_option << " defaults to memory / 512 = " << human_bytes(r.default_hide_bytes) << "\n";
   }
+  auto const page_cost = [](std::optional<double> ms) {
+    return ms ? "driver calls " + milliseconds(*ms) + " per GiB" : std::string("not measured at this size");
+  };
+  if (r.arena_page_bytes != 0) {
+    out << "  arena pages:       " << arena_page_option << " " << human_bytes(r.arena_page_bytes) << " (default): "
+        << page_cost(r.arena_page_ms_per_gib) << "; " << arena_large_page_option << " "
+        << human_bytes(r.arena_large_page_bytes) << " (default): " << page_cost(r.arena_large_page_ms_per_gib) << "\n";
+  }
   if (r.thread_scaling) {
     std::snprintf(line, sizeof line,
-                  "  threads:           %zu threads make %.2fx the driver-call cycles per second of one (%s chunks)\n",
+                  "  threads:           %zu threads make %.2fx the driver-call cycles per second of one (%s chunks",
                   r.thread_scaling_threads, *r.thread_scaling, human_bytes(r.thread_scaling_chunk_bytes).c_str());
+    out << line;
+    if (r.thread_scaling_repeats > 1) {
+      std::snprintf(line, sizeof line, "; median of %zu repeats, spread %.2fx..%.2fx)\n", r.thread_scaling_repeats,
+                    r.thread_scaling_min, r.thread_scaling_max);
+    } else {
+      std::snprintf(line, sizeof line, "; one run, spread not measured)\n");
+    }
     out << line;
   }
   return out.str();
@@ -273,7 +328,7 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
     auto const& row = m.driver_threads[i];
     out << (i ? ",\n" : "\n") << "    {\"threads\": " << row.threads << ", \"chunk_bytes\": " << row.chunk_bytes << ", ";
     write_latencies(out, row);
-    out << ", \"cycles_per_second\": " << number(row.cycles_per_second) << "}";
+    out << ", \"cycles_per_second\": " << number(row.cycles_per_second) << ", \"repeat\": " << row.repeat << "}";
   }
   out << "\n  ],\n  \"growth\": [";
   for (std::size_t i = 0; i < m.growth.size(); ++i) {
@@ -282,7 +337,8 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
         << ", \"target_bytes\": " << row.target_bytes << ", \"append_bytes\": " << row.append_bytes
         << ", \"status\": " << json_string(row.status) << ", \"reached_bytes\": " << row.reached_bytes
         << ", \"appends\": " << row.appends << ", \"total_seconds\": " << number(row.total_seconds)
-        << ", \"p99_append_us\": " << number(row.p99_append_us) << ", \"peak_bytes\": " << row.peak_bytes
+        << ", \"p99_append_us\": " << (row.appends >= min_samples_for_p99 ? number(row.p99_append_us) : "null")
+        << ", \"peak_bytes\": " << row.peak_bytes
         << ", \"bytes_copied\": " << row.bytes_copied << ", \"chunks\": " << row.chunks
         << ", \"growth_seconds\": " << number(row.growth_seconds)
         << ", \"peak_in_use_bytes\": " << row.peak_in_use_bytes << ", \"runs\": " << row.runs
@@ -320,11 +376,15 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
   out << "\n  ]},\n  \"recommendation\": {\"chunk_bytes\": " << r.chunk_bytes
       << ", \"chunk_ms_per_gib\": " << number(r.chunk_ms_per_gib)
       << ", \"chunk_cost_tolerance\": " << number(chunk_cost_tolerance)
+      << ", \"chunk_bytes_option\": " << json_string(chunk_bytes_option)
       << ", \"largest_buffer_bytes\": " << r.largest_buffer_bytes
       << ", \"largest_buffer_source\": " << json_string(r.largest_buffer_source)
       << ", \"growth_ms_per_gib\": " << (r.growth_ms_per_gib ? number(*r.growth_ms_per_gib) : "null")
       << ", \"copy_grow_ms_per_gib\": " << (r.copy_grow_ms_per_gib ? number(*r.copy_grow_ms_per_gib) : "null")
       << ", \"thread_scaling\": " << (r.thread_scaling ? number(*r.thread_scaling) : "null")
+      << ", \"thread_scaling_min\": " << (r.thread_scaling ? number(r.thread_scaling_min) : "null")
+      << ", \"thread_scaling_max\": " << (r.thread_scaling ? number(r.thread_scaling_max) : "null")
+      << ", \"thread_scaling_repeats\": " << r.thread_scaling_repeats
       << ", \"thread_scaling_threads\": " << r.thread_scaling_threads
       << ", \"thread_scaling_chunk_bytes\": " << r.thread_scaling_chunk_bytes
       << ", \"hide_bytes\": " << (r.hide_bytes ? std::to_string(*r.hide_bytes) : "null")
@@ -332,27 +392,32 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
       << ", \"hide_fill_bytes_per_second\": " << number(r.hide_fill_bytes_per_second)
       << ", \"hide_step_us\": " << number(r.hide_step_us)
       << ", \"hide_step_chunk_bytes\": " << r.hide_step_chunk_bytes
-      << ", \"default_hide_bytes\": " << r.default_hide_bytes << "},\n  \"notes\": [";
+      << ", \"default_hide_bytes\": " << r.default_hide_bytes
+      << ", \"arena_page_bytes\": " << r.arena_page_bytes
+      << ", \"arena_page_ms_per_gib\": " << (r.arena_page_ms_per_gib ? number(*r.arena_page_ms_per_gib) : "null")
+      << ", \"arena_large_page_bytes\": " << r.arena_large_page_bytes << ", \"arena_large_page_ms_per_gib\": "
+      << (r.arena_large_page_ms_per_gib ? number(*r.arena_large_page_ms_per_gib) : "null") << "},\n  \"notes\": [";
   for (std::size_t i = 0; i < m.notes.size(); ++i) out << (i ? ", " : "") << json_string(m.notes[i]);
   out << "]\n}\n";
 }
 
 void write_driver_calls_csv(std::ostream& out, const Measurements& m) {
-  out << "chunk_bytes,call,median_us,p99_us,samples\n";
+  out << "chunk_bytes,call,median_us,p99_us,samples,max_us\n";
   for (auto const& row : m.driver_calls) {
     for (auto const& [name, stats] : calls_of(row)) {
-      out << row.chunk_bytes << ',' << name << ',' << number(stats->median_us) << ',' << number(stats->p99_us) << ','
-          << stats->samples << '\n';
+      out << row.chunk_bytes << ',' << name << ',' << number(stats->median_us) << ',' << csv_p99(*stats) << ','
+          << stats->samples << ',' << number(stats->max_us) << '\n';
     }
   }
 }
 
 void write_driver_threads_csv(std::ostream& out, const Measurements& m) {
-  out << "threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second\n";
+  out << "threads,chunk_bytes,call,median_us,p99_us,samples,cycles_per_second,repeat,max_us\n";
   for (auto const& row : m.driver_threads) {
     for (auto const& [name, stats] : calls_of(row)) {
       out << row.threads << ',' << row.chunk_bytes << ',' << name << ',' << number(stats->median_us) << ','
-          << number(stats->p99_us) << ',' << stats->samples << ',' << number(row.cycles_per_second) << '\n';
+          << csv_p99(*stats) << ',' << stats->samples << ',' << number(row.cycles_per_second) << ',' << row.repeat
+          << ',' << number(stats->max_us) << '\n';
     }
   }
 }
@@ -363,7 +428,8 @@ void write_growth_csv(std::ostream& out, const Measurements& m) {
   for (auto const& row : m.growth) {
     out << row.strategy << ',' << row.target_bytes << ',' << row.append_bytes << ',' << row.status << ','
         << row.reached_bytes << ',' << row.appends << ',' << number(row.total_seconds) << ','
-        << number(row.p99_append_us) << ',' << row.peak_bytes << ',' << row.bytes_copied << ',' << row.chunks << ','
+        << (row.appends >= min_samples_for_p99 ? number(row.p99_append_us) : std::string()) << ',' << row.peak_bytes
+        << ',' << row.bytes_copied << ',' << row.chunks << ','
         << number(row.growth_seconds) << ',' << row.peak_in_use_bytes << ',' << row.runs << ','
         << number(row.min_total_seconds) << ',' << number(row.max_total_seconds) << '\n';
   }

@@ -9,7 +9,9 @@
 //    otherwise the largest size a growable strategy reached in the growth runs.
 //  - growth cost per GiB: total time over GiB reached of the growable buffer's (real policy) largest
 //    growth run that completed, with the same for copy-and-grow (2x) beside it when measured.
-//  - thread scaling: driver-call cycles per second with the most threads measured over one thread.
+//  - thread scaling: driver-call cycles per second with the most threads measured over one thread,
+//    read in each repeat of the thread measurement (the counts run one after another in a repeat):
+//    the median of those ratios, with their lowest and highest as the spread.
 //  - hide size (GrowableOptions::hide_bytes): the bytes the device fills in the time one growth
 //    step takes, fill bandwidth x step time. Fill bandwidth: the preallocated baseline's largest
 //    completed growth (bytes over its time: fills only). Step time: create + map + set access
@@ -55,7 +57,10 @@ struct Recommendation {
   std::optional<double> copy_grow_ms_per_gib;
   /// Driver-call cycles per second with the most threads measured over those with one, at the
   /// smallest chunk size measured by thread count (how much growing from several threads helps).
-  std::optional<double> thread_scaling;
+  std::optional<double> thread_scaling;  ///< the median over the repeats
+  double thread_scaling_min = 0;          ///< the lowest and highest ratio of one repeat
+  double thread_scaling_max = 0;
+  std::size_t thread_scaling_repeats = 0;
   std::size_t thread_scaling_threads = 0;
   std::size_t thread_scaling_chunk_bytes = 0;
   /// The hide size measured on this device: the value for GrowableOptions::hide_bytes.
@@ -65,10 +70,19 @@ struct Recommendation {
   std::size_t hide_step_chunk_bytes = 0;  ///< the chunk size whose step time was taken
   /// GrowableOptions' default hide size on this device (its memory / 512), for comparison.
   std::size_t default_hide_bytes = 0;
+  /// The Arena's default page sizes on this device (the granularity; ArenaOptions' large page
+  /// size) and the driver-call cost per GiB measured at each, when that chunk size was measured.
+  std::size_t arena_page_bytes = 0;
+  std::optional<double> arena_page_ms_per_gib;
+  std::size_t arena_large_page_bytes = 0;
+  std::optional<double> arena_large_page_ms_per_gib;
 };
 
-/// The GrowableOptions field that takes the hide size, as the recommendation names it.
+/// The options each recommended figure maps to, as the recommendation names them.
 inline constexpr const char* hide_bytes_option = "GrowableOptions::hide_bytes";
+inline constexpr const char* chunk_bytes_option = "GrowableOptions::max_chunk_bytes";
+inline constexpr const char* arena_page_option = "ArenaOptions::page_bytes";
+inline constexpr const char* arena_large_page_option = "ArenaOptions::large_page_bytes";
 
 inline constexpr double chunk_cost_tolerance = 1.25;
 

@@ -11,10 +11,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <cuvmm/error.hpp>
 
@@ -203,6 +207,10 @@ void read_cuvmm(LineReader& reader, Trace& trace) {
 
 void read_rmm_log(LineReader& reader, Trace& trace) {
   LiveSet live(KeyKind::pointer);
+  // Every pointer the log has named so far. A free of a pointer the log has never named is of
+  // memory allocated before logging began (skipped and counted); a free of one it has named and
+  // that is no longer live is a double free (an error).
+  std::unordered_set<std::size_t> named;
   std::size_t next_id = 0;
   std::string_view line;
   while (reader.next(line)) {
@@ -219,9 +227,14 @@ void read_rmm_log(LineReader& reader, Trace& trace) {
     std::size_t const bytes = reader.parse_unsigned(fields[4], "Size");
     if (action == "allocate") {
       live.allocate(reader, pointer, next_id, bytes);
+      named.insert(pointer);
       trace.ops.push_back({true, next_id, bytes});
       ++next_id;
     } else if (action == "deallocate" || action == "free") {
+      if (named.insert(pointer).second) {  // first seen freed: allocated before the log began
+        ++trace.frees_before_log_skipped;
+        continue;
+      }
       auto const entry = live.free(reader, pointer, bytes);
       trace.ops.push_back({false, entry.id, bytes});
     } else {
@@ -255,17 +268,27 @@ Trace read_trace_csv(std::istream& in, std::string_view source) {
                 "' (cuvmm) or '" + std::string(rmm_header) + "' (RMM logging_resource_adaptor)");
   }
   if (trace.ops.empty()) {
+    std::string skipped;
+    if (trace.failed_allocations_skipped != 0) skipped = std::to_string(trace.failed_allocations_skipped) + " failed allocations";
+    if (trace.frees_before_log_skipped != 0) {
+      skipped += (skipped.empty() ? "" : " and ") + std::to_string(trace.frees_before_log_skipped) +
+                 " frees of memory allocated before the log began";
+    }
     reader.fail("the trace has no allocations or frees after its header" +
-                (trace.failed_allocations_skipped == 0
-                     ? std::string()
-                     : " (only " + std::to_string(trace.failed_allocations_skipped) + " failed allocations)"));
+                (skipped.empty() ? std::string() : " (only " + skipped + ")"));
   }
   return trace;
 }
 
 Trace read_trace_file(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw_invalid_argument("read_trace_file", "trace file " + quote_field(path) + " is a directory");
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw_invalid_argument("read_trace_file", "cannot open trace file " + quote_field(path));
+  if (!in) {
+    throw_invalid_argument("read_trace_file", "cannot open trace file " + quote_field(path) + ": " + std::strerror(errno));
+  }
   return read_trace_csv(in, path);
 }
 

@@ -1,9 +1,11 @@
 // trace_csv.hpp: reading allocation traces for cuvmm-plan's replay, in two CSV formats.
 //
-//  - cuvmm's own (bench/trace.hpp writes it):  header `op,id,bytes`, then `a,ID,BYTES` / `f,ID,BYTES`.
+//  - cuvmm's own (trace.hpp writes it):  header `op,id,bytes`, then `a,ID,BYTES` / `f,ID,BYTES`.
 //  - RMM's logging_resource_adaptor log:        header `Thread,Time,Action,Pointer,Size,Stream`, then
 //    one line per `allocate` / `deallocate` (older RMM writes `free`; allocations are matched to frees by pointer; a pointer
-//    may be reused once freed). `allocate failure` lines are counted and skipped.
+//    may be reused once freed). `allocate failure` lines are counted and skipped; so are frees of
+//    pointers the log has not named before (memory allocated before logging began), while a free
+//    of a pointer the log allocated and already freed is still an error.
 // The format is chosen by the header line. Every operation is checked as it is read: a free must
 // name a live allocation with its size, an allocation must not reuse a live id or pointer or take
 // the bytes live at once past SIZE_MAX. Any other line is an error naming the source, the line
@@ -20,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "trace.hpp"  // bench/trace.hpp: TraceOp, make_trace, write_trace_csv
+#include "trace.hpp"  // TraceOp, make_trace, write_trace_csv
 
 namespace cuvmm::plan {
 
@@ -28,8 +30,10 @@ enum class TraceFormat { cuvmm, rmm_log };
 
 struct Trace {
   TraceFormat format = TraceFormat::cuvmm;
-  std::vector<bench::TraceOp> ops;         ///< in order; ids are dense from 0 in allocation order (RMM)
+  std::vector<TraceOp> ops;         ///< in order; ids are dense from 0 in allocation order (RMM)
   std::size_t failed_allocations_skipped = 0;  ///< RMM `allocate failure` lines
+  /// RMM frees of pointers the log never showed allocated: memory allocated before logging began.
+  std::size_t frees_before_log_skipped = 0;
   std::size_t live_at_end = 0;             ///< allocations never freed
   std::size_t peak_requested_bytes = 0;    ///< most bytes live at once, as the trace asked
 };

@@ -1,4 +1,5 @@
-// trace.hpp: allocation traces for replay benchmarks, and their CSV form.
+// trace.hpp: allocation traces for cuvmm-plan's replay (and bench_arena, which includes it from
+// here: the arrow runs bench -> tools), and their CSV form.
 //
 // CSV format (one header line, then one line per operation, in order):
 //   op,id,bytes
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace cuvmm::bench {
+namespace cuvmm::plan {
 
 struct TraceOp {
   bool allocate = true;
@@ -55,4 +56,4 @@ inline void write_trace_csv(std::ostream& out, const std::vector<TraceOp>& ops) 
   for (auto const& op : ops) out << (op.allocate ? 'a' : 'f') << ',' << op.id << ',' << op.bytes << '\n';
 }
 
-}  // namespace cuvmm::bench
+}  // namespace cuvmm::plan
