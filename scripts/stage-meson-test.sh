@@ -16,10 +16,17 @@ stage=${2:?stage dir}
 mkdir -p "$stage"
 stage=$(cd "$stage" && pwd)
 rm -f "$stage/build.tar.xz" "$stage/meson.tar.xz"
-# Test results of an earlier local run would be mistaken for the device's.
-tar -C "$(dirname "$build")" --exclude='*.p' --exclude='*.o' --exclude='test-results' --exclude='meson-logs' \
-  -cJf "$stage/build.tar.xz" "$(basename "$build")"
-meson_module=$(python3 -c 'import mesonbuild, os; print(os.path.dirname(mesonbuild.__file__))')
+# A copy without objects, test results of an earlier local run (they would be mistaken for the
+# device's) or debug sections (the device tool carries at most 64 MiB), at the same folder name.
+copy=$(mktemp -d)
+trap 'rm -rf "$copy"' EXIT
+(cd "$(dirname "$build")" && tar --exclude='*.p' --exclude='*.o' --exclude='test-results' --exclude='meson-logs' \
+  -cf - "$(basename "$build")") | tar -C "$copy" -xf -
+find "$copy" -type f \( -perm -u+x -o -name '*.so*' \) -exec strip --strip-debug {} + 2>/dev/null || true
+tar -C "$copy" -cJf "$stage/build.tar.xz" "$(basename "$build")"
+# The interpreter Meson itself runs under (its script's #! line) is the one that finds its module.
+meson_python=$(head -n 1 "$(command -v meson)" | sed 's/^#! *//; s/ .*//')
+meson_module=$("$meson_python" -c 'import mesonbuild, os; print(os.path.dirname(mesonbuild.__file__))')
 tar -C "$(dirname "$meson_module")" --exclude='__pycache__' -cJf "$stage/meson.tar.xz" mesonbuild
 cp -P /usr/lib/x86_64-linux-gnu/libbenchmark.so.1* "$stage/"
 du -sh "$stage"/*.tar.xz
