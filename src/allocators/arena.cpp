@@ -420,24 +420,21 @@ void Arena::State::unmap_large_spans(StreamCache& s) {
 }
 
 void Arena::State::throw_no_addresses(std::size_t slots) const {
-  ErrorDetails d;
-  d.call = "Arena::allocate";
-  d.context = "no free run of " + std::to_string(slots * pool.page_bytes()) + " bytes in the arena's " +
-              std::to_string(pool.range().size()) + " bytes of address space (largest free run " +
-              std::to_string(pool.largest_free_run() * pool.page_bytes()) +
-              " bytes); raise ArenaOptions::address_space_bytes";
-  throw OutOfMemory(std::move(d));
+  cuvmm::throw_out_of_memory("Arena::allocate",
+                             "no free run of " + std::to_string(slots * pool.page_bytes()) + " bytes in the arena's " +
+                                 std::to_string(pool.range().size()) + " bytes of address space (largest free run " +
+                                 std::to_string(pool.largest_free_run() * pool.page_bytes()) +
+                                 " bytes); raise ArenaOptions::address_space_bytes");
 }
 
 void Arena::State::throw_out_of_memory(const PagePool::Span& span) const {
-  ErrorDetails d;
-  d.call = "Arena::allocate";
-  d.context = "no physical memory for " + std::to_string(span.missing_bytes()) + " more bytes on device " +
-              std::to_string(options.device) + " after reclaiming every cached page (the arena holds " +
-              std::to_string(pool.physical_bytes()) + " bytes" +
-              (options.byte_limit != 0 ? ", byte_limit " + std::to_string(options.byte_limit) : std::string()) +
-              "; the pages created for this request were released)";
-  throw OutOfMemory(std::move(d));
+  cuvmm::throw_out_of_memory(
+      "Arena::allocate",
+      "no physical memory for " + std::to_string(span.missing_bytes()) + " more bytes on device " +
+          std::to_string(options.device) + " after reclaiming every cached page (the arena holds " +
+          std::to_string(pool.physical_bytes()) + " bytes" +
+          (options.byte_limit != 0 ? ", byte_limit " + std::to_string(options.byte_limit) : std::string()) +
+          "; the pages created for this request were released)");
 }
 
 void Arena::State::update_peaks() noexcept {
@@ -462,11 +459,9 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
   }
   if (bytes == 0) return nullptr;
   if (bytes > st.pool.range().size()) {
-    ErrorDetails d;
-    d.call = "Arena::allocate";
-    d.context = std::to_string(bytes) + " bytes is more than the arena's whole address space (" +
-                std::to_string(st.pool.range().size()) + " bytes)";
-    throw OutOfMemory(std::move(d));
+    cuvmm::throw_out_of_memory("Arena::allocate", std::to_string(bytes) +
+                                                      " bytes is more than the arena's whole address space (" +
+                                                      std::to_string(st.pool.range().size()) + " bytes)");
   }
   std::lock_guard const held(st.lock);
   struct RefreshMappedBytes {  // on success and failure alike: pages may have moved either way
