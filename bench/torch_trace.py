@@ -1,4 +1,4 @@
-"""Replay an allocation trace (bench/trace.hpp's CSV) through PyTorch's caching allocator.
+"""Replay an allocation trace (tools/cuvmm-plan/trace.hpp's CSV) through PyTorch's caching allocator.
 
     CUVMM_TRACE_CSV=trace.csv bench_arena --benchmark_filter=trace/arena   # writes the trace
     python3 bench/torch_trace.py trace.csv            # default and expandable segments, one process each
