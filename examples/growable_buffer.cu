@@ -16,9 +16,9 @@ int main() {
   std::vector<float> const host_vector(1000, 2.0f);
 
   // [readme]
-  cuvmm::GrowableBuffer<float> values;        // reserves an address range as large as device 0
-  float* const p = values.data();             // ... and this pointer never changes
-  values.resize(1 << 20, 1.0f, stream);       // maps chunks behind the end; nothing is copied
+  cuvmm::GrowableBuffer<float> values;        // reserves nothing yet: constructible anywhere
+  values.resize(1 << 20, 1.0f, stream);       // reserves a range as large as device 0, maps chunks
+  float* const p = values.data();             // ... and from now on this pointer never changes
   values.append(host_vector, stream);         // host or device memory; Thrust iterators under nvcc
   thrust::sort(thrust::cuda::par.on(stream), values.begin(), values.end());  // device_ptr iterators
   values.clear();

@@ -9,6 +9,9 @@
 // Invariants: a slot range is in at most one cache; an index entry exists for every non-empty
 //   cache part (the indexes are updated after each change; an index insert that fails for want
 //   of memory only hides that cache from other streams, never misleads: lookups check the cache).
+//   The per-class block index may also hold streams whose list ran empty since: taking the last
+//   block leaves the entry (so a stream that frees and reuses one block costs no index node per
+//   pair), and the lookup that meets such an entry drops it.
 // Never does: map or unmap pages, wait for a stream, or create a marker's event itself (the
 //   StreamOrder does); decide policy (the Arena's ladder does). Not thread-safe: the Arena's lock.
 #pragma once
@@ -95,7 +98,8 @@ class StreamCaches {
   /// A block of the class freed on `c`, removed; nothing when there is none.
   std::optional<Address> take_block(StreamCache& c, std::size_t size_class);
   /// Another stream than `not_this` with free blocks of the class (the oldest), or null.
-  [[nodiscard]] StreamCache* other_with_blocks(const StreamCache& not_this, std::size_t size_class) const;
+  /// Drops the index entries of streams whose list for the class ran empty as it meets them.
+  [[nodiscard]] StreamCache* other_with_blocks(const StreamCache& not_this, std::size_t size_class);
   /// Moves every free block of the class from `from` to `to` (O(1) when `to` has none).
   void move_blocks(StreamCache& from, StreamCache& to, std::size_t size_class);
   /// Hands all of `from`'s free blocks and open slabs to `to`.

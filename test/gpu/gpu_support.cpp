@@ -1,6 +1,7 @@
 #include "gpu_support.hpp"
 
 #include <climits>
+#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -86,6 +87,13 @@ LeakCheck::LeakCheck(const Backend& backend, int device)
 
 void LeakCheck::verify() const {
   CHECK(backend_->live_counts() == counts_);
+  // compute-sanitizer takes device memory of its own for what it tracks (seen on the H200: 4 MiB
+  // more in use after a 300 MiB buffer came and went), so under it free memory says nothing about
+  // cuvmm; the live objects above still do. scripts/h200-meson.sh sets this for its memcheck runs.
+  if (std::getenv("CUVMM_TEST_UNDER_SANITIZER") != nullptr) {
+    WARN("free device memory not compared: running under compute-sanitizer (CUVMM_TEST_UNDER_SANITIZER)");
+    return;
+  }
   std::size_t const free_now = backend_->memory_info(device_).free;
   INFO("free device memory: " << free_bytes_ << " bytes before, " << free_now << " bytes after; granularity "
                               << granularity_

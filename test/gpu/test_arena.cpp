@@ -88,11 +88,17 @@ TEST_CASE("pages a running kernel still uses are unmapped for stitching only aft
   test::Stream stream;
   Arena arena;
   std::size_t const page = arena.page_bytes();
+  // Live pages on both sides of the busy one: its cached run cannot grow in place.
+  void* const before = arena.allocate(page, stream.get());
   auto* busy = static_cast<std::uint32_t*>(arena.allocate(page, stream.get()));
+  void* const after = arena.allocate(page, stream.get());
+  REQUIRE(static_cast<char*>(static_cast<void*>(busy)) == static_cast<char*>(before) + page);
+  REQUIRE(static_cast<char*>(after) == static_cast<char*>(static_cast<void*>(busy)) + page);
   CUVMM_CUDA_REQUIRE(launch_spin_then_fill(busy, page / 4, poison, 50'000'000, stream.get()));
   arena.deallocate(busy, page, stream.get());
-  // Two pages: no cached extent is large enough, so the freed page is unmapped and stitched in.
-  // Unmapped under the running kernel, it would fault (CUDA_ERROR_ILLEGAL_ADDRESS).
+  // Two pages: no cached extent is large enough and the freed page is boxed in, so it is unmapped
+  // and stitched in elsewhere. Unmapped under the running kernel, it would fault
+  // (CUDA_ERROR_ILLEGAL_ADDRESS).
   std::size_t const reclaims = arena.stats().reclaims;
   auto* joined = static_cast<std::uint32_t*>(arena.allocate(2 * page, stream.get()));
   CHECK(arena.stats().reclaims == reclaims + 1);
@@ -101,6 +107,8 @@ TEST_CASE("pages a running kernel still uses are unmapped for stitching only aft
   CUVMM_CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
   CHECK(check_pattern(joined, 2 * page / 4, seed, stream.get()).mismatches == 0);
   arena.deallocate(joined, 2 * page, stream.get());
+  arena.deallocate(before, page, stream.get());
+  arena.deallocate(after, page, stream.get());
 }
 
 TEST_CASE("Thrust sort, reduce, transform and copy give the same results with ThrustAllocator", "[arena][gpu][thrust]") {
