@@ -49,7 +49,7 @@ if [[ $modes == *" memcheck "* ]]; then
     echo "-- $(basename "$exe")" >>"$out/memcheck.log"
     CUVMM_TEST_UNDER_SANITIZER=1 timeout "${MEMCHECK_TIMEOUT:-90}" compute-sanitizer --tool memcheck --print-limit 20 "$exe" "~[faults]~[oom]" >>"$out/memcheck.log" 2>&1 || status=1
     log=$(sed -n "/^-- $(basename "$exe")\$/,\$p" "$out/memcheck.log")
-    api=$(grep -c 'Program hit CUDA_ERROR' <<<"$log")
+    api=$(grep -cE 'Program hit (CUDA_ERROR|cuda)' <<<"$log")
     access=$(grep -cE '^========= (Invalid|.*[Ii]llegal|Warp|Uninitialized|Misaligned|Out-of-range)' <<<"$log")
     echo "$(basename "$exe"): $(grep -E '^(All tests passed|test cases:)' <<<"$log" | tail -1) | $(grep 'ERROR SUMMARY' <<<"$log" | tail -1 | sed 's/=* *//') ($api API errors provoked by tests, $access memory-access errors)"
   done
