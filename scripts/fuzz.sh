@@ -25,7 +25,7 @@ declare -A target_sources=(
 )
 # Include directories each target needs besides include/ and src/.
 declare -A target_includes=(
-  [fuzz_trace]="tools tools/cuvmm-plan bench"
+  [fuzz_trace]="tools tools/cuvmm-plan"
 )
 
 if [ $# -gt 0 ]; then

@@ -32,17 +32,12 @@
 #include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/host_backend.hpp>
 
+#include "fuzz_check.hpp"
+
 namespace {
 
 constexpr std::size_t page = 64 * 1024;
 
-#define FUZZ_CHECK(condition)                                                              \
-  do {                                                                                     \
-    if (!(condition)) {                                                                    \
-      std::fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #condition); \
-      std::abort();                                                                        \
-    }                                                                                      \
-  } while (false)
 
 struct Live {
   std::size_t bytes;

@@ -37,6 +37,8 @@
 #include <cuvmm/ipc/message.hpp>
 #include <cuvmm/ipc/shared_buffer.hpp>
 
+#include "fuzz_check.hpp"
+
 namespace {
 
 constexpr std::size_t granule = 64 * 1024;
@@ -44,13 +46,6 @@ constexpr std::size_t limit = 64 * granule;
 constexpr std::size_t message_bytes = cuvmm::ipc::wire_message_bytes;
 constexpr std::size_t max_messages = 24;
 
-#define FUZZ_CHECK(condition)                                                              \
-  do {                                                                                     \
-    if (!(condition)) {                                                                    \
-      std::fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #condition); \
-      std::abort();                                                                        \
-    }                                                                                      \
-  } while (false)
 
 std::size_t open_fds() {
   std::size_t count = 0;

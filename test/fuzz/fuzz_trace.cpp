@@ -19,15 +19,10 @@
 
 #include "trace_csv.hpp"
 
+#include "fuzz_check.hpp"
+
 namespace {
 
-#define FUZZ_CHECK(condition)                                                                \
-  do {                                                                                       \
-    if (!(condition)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #condition); \
-      std::abort();                                                                          \
-    }                                                                                        \
-  } while (false)
 
 /// Longest message the reader can make: fixed text, two numbers, a quoted field (at most
 /// quote_prefix_bytes escaped to 4 bytes each, plus its length), and the source name.
@@ -79,7 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_consistent(trace);
   if (trace.format == cuvmm::plan::TraceFormat::cuvmm) {
     std::ostringstream out;
-    cuvmm::bench::write_trace_csv(out, trace.ops);
+    cuvmm::plan::write_trace_csv(out, trace.ops);
     std::istringstream again(out.str());
     cuvmm::plan::Trace const back = cuvmm::plan::read_trace_csv(again, "fuzz-again.csv");
     FUZZ_CHECK(back.ops.size() == trace.ops.size());
