@@ -342,7 +342,8 @@ void Arena::State::reclaim_everything() {
 
 Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCache& s) {
   auto const reuse = [&](Address a) {
-    slabs.hand_out(pool.slot_of(a), a - pool.slot_address(pool.slot_of(a)), bytes);
+    std::size_t const slot = pool.slot_of(a);
+    slabs.hand_out(slot, a - pool.slot_address(slot), bytes);
     return a;
   };
   auto const fresh = [&] {
@@ -374,10 +375,9 @@ Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCac
 void Arena::State::deallocate_block(Address a, std::size_t bytes, Stream stream) {
   std::size_t const slot = pool.slot_of(a);
   std::size_t const offset = a - pool.slot_address(slot);
-  std::size_t const c = slabs.check_free(slot, offset, bytes, a);  // throws, changing nothing, on a bad free
-  StreamCache& s = caches.get(stream);                           // a stream is registered by a free that is accepted
-  caches.put_block(s, c, a);
-  slabs.mark_free(slot, offset);
+  // Checked first (a bad free throws, changing nothing); the stream is registered and the block
+  // cached only for a free that is accepted; the block is marked free last (nothing to undo).
+  slabs.free_block(slot, offset, bytes, a, [&](std::size_t c) { caches.put_block(caches.get(stream), c, a); });
 }
 
 // Helpers ----------------------------------------------------------------------------------------
@@ -452,7 +452,9 @@ Arena::~Arena() = default;
 
 void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
   State& st = *state_;
-  if (alignment == 0 || !std::has_single_bit(alignment) || alignment > st.pool.page_bytes()) {
+  // (alignment & (alignment - 1)) rather than std::has_single_bit: without -mpopcnt that is a
+  // libgcc call on every allocation.
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > st.pool.page_bytes()) {
     throw_invalid_argument("Arena::allocate", "alignment " + std::to_string(alignment) +
                                                   " is not a power of two up to the page size " +
                                                   std::to_string(st.pool.page_bytes()));

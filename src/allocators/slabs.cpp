@@ -6,6 +6,7 @@
 #include "allocators/slabs.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include <cuvmm/error.hpp>
@@ -27,7 +28,27 @@ Slabs::Slabs(std::size_t page) : page_(page) {
 }
 
 std::optional<std::size_t> Slabs::class_for(std::size_t bytes, std::size_t alignment) const noexcept {
-  if (bytes > small_max_ || alignment > small_max_ || page_ % alignment != 0) return std::nullopt;
+  if (bytes > small_max_) return std::nullopt;
+  if (alignment <= min_block_bytes && page_ % min_block_bytes == 0) {
+    // Every class is a multiple of 256 B, so the smallest class that holds `bytes` is found by
+    // arithmetic (the allocation path's common case): classes 0-2 are 256, 512, 768; above them,
+    // four per doubling, class 3 + 4 (e - 10) + q + 1 being 2^e + (q + 1) 2^e / 4 for the e and q
+    // with 2^e + q 2^e / 4 < bytes <= 2^e + (q + 1) 2^e / 4.
+    std::size_t index = 0;
+    if (bytes <= 768) {
+      index = bytes == 0 ? 0 : (bytes - 1) / min_block_bytes;
+    } else if (bytes <= 1024) {
+      index = 3;
+    } else {
+      std::size_t const below = bytes - 1;  // 2^e <= below < 2^(e + 1)
+      int const e = std::bit_width(below) - 1;
+      std::size_t const quarter = (below - (std::size_t{1} << e)) >> (e - 2);
+      index = 3 + 4 * static_cast<std::size_t>(e - 10) + quarter + 1;
+    }
+    if (index >= classes_.size()) return std::nullopt;
+    return index;
+  }
+  if (alignment > small_max_ || page_ % alignment != 0) return std::nullopt;
   auto it = std::lower_bound(classes_.begin(), classes_.end(), std::max(bytes, alignment));
   while (it != classes_.end() && *it % alignment != 0) ++it;
   if (it == classes_.end()) return std::nullopt;
@@ -54,6 +75,11 @@ void Slabs::hand_out(std::size_t slot, std::size_t offset, std::size_t bytes) no
 }
 
 std::size_t Slabs::check_free(std::size_t slot, std::size_t offset, std::size_t bytes, std::uintptr_t address) const {
+  return live_block(slot, offset, bytes, address).first->size_class;
+}
+
+std::pair<const Slabs::Slab*, std::size_t> Slabs::live_block(std::size_t slot, std::size_t offset, std::size_t bytes,
+                                                             std::uintptr_t address) const {
   auto const it = slabs_.find(slot);
   if (it == slabs_.end()) {
     throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(address) + " was not allocated by this arena");
@@ -69,7 +95,7 @@ std::size_t Slabs::check_free(std::size_t slot, std::size_t offset, std::size_t 
                                                     std::to_string(address) + " (" +
                                                     std::to_string(slab.requested[block]) + ")");
   }
-  return slab.size_class;
+  return {&slab, block};
 }
 
 void Slabs::mark_free(std::size_t slot, std::size_t offset) noexcept {

@@ -58,6 +58,17 @@ class Slabs {
   std::size_t check_free(std::size_t slot, std::size_t offset, std::size_t bytes, std::uintptr_t address) const;
   /// Marks the block free (after check_free accepted it).
   void mark_free(std::size_t slot, std::size_t offset) noexcept;
+  /// check_free, then `keep(size_class)`, then mark_free, with one slab lookup (the Arena's free
+  /// path). When the check or `keep` throws, nothing changed. Returns the class.
+  template <class Keep>
+  std::size_t free_block(std::size_t slot, std::size_t offset, std::size_t bytes, std::uintptr_t address, Keep&& keep) {
+    auto const [found, block] = live_block(slot, offset, bytes, address);
+    Slab& slab = const_cast<Slab&>(*found);  // live_block is const only so that check_free can be
+    keep(slab.size_class);
+    slab.requested[block] = 0;
+    --slab.in_use;
+    return slab.size_class;
+  }
 
   /// Removes every slab with no block allocated; returns their (slot, class).
   std::vector<std::pair<std::size_t, std::size_t>> remove_empty();
@@ -70,6 +81,11 @@ class Slabs {
     std::size_t in_use = 0;               // blocks allocated now
     std::vector<std::uint32_t> requested;  // per block: bytes its allocation asked for; 0: free
   };
+
+  /// The slab and block index of the live block at `offset` in `slot`, freed with `bytes`; throws
+  /// as check_free does.
+  [[nodiscard]] std::pair<const Slab*, std::size_t> live_block(std::size_t slot, std::size_t offset, std::size_t bytes,
+                                                               std::uintptr_t address) const;
 
   std::size_t page_ = 0;                       // bytes of a slab page
   std::size_t small_max_ = 0;                  // largest class

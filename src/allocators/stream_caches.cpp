@@ -15,13 +15,16 @@ StreamCaches::~StreamCaches() {
   for (auto& [id, cache] : by_id_) order_->destroy_marker(cache->marker);
 }
 
-StreamCache* StreamCaches::find(Stream stream) const noexcept {
+StreamCache* StreamCaches::find_remembering(Stream stream) const noexcept {
   auto const it = by_stream_.find(stream);
-  return it == by_stream_.end() ? nullptr : it->second;
+  if (it == by_stream_.end()) return nullptr;
+  last_stream_ = stream;
+  last_cache_ = it->second;
+  return last_cache_;
 }
 
-StreamCache& StreamCaches::get(Stream stream) {
-  if (StreamCache* known = find(stream)) return *known;
+StreamCache& StreamCaches::get_remembering(Stream stream) {
+  if (StreamCache* known = find_remembering(stream)) return *known;
   std::uint64_t const id = next_id_;
   auto fresh = std::make_unique<StreamCache>();
   fresh->stream = stream;
@@ -37,6 +40,8 @@ StreamCache& StreamCaches::get(Stream stream) {
     throw;
   }
   ++next_id_;
+  last_stream_ = stream;
+  last_cache_ = &cache;
   return cache;
 }
 
@@ -46,6 +51,7 @@ void StreamCaches::forget(StreamCache& c) noexcept {
   for (auto const& [slots, first] : c.large_spans) large_spans_.erase(large_spans_.find({slots, c.id}));
   for (std::size_t k = 0; k < classes_; ++k) by_class_[k].erase(c.id);
   order_->destroy_marker(c.marker);
+  if (last_cache_ == &c) last_cache_ = nullptr;
   by_stream_.erase(c.stream);
   by_id_.erase(c.id);
 }
@@ -64,17 +70,23 @@ void StreamCaches::prepare_blocks(StreamCache& c) const {
   if (!c.free_blocks.empty()) return;
   std::vector<std::vector<Address>> blocks(classes_);
   std::vector<std::vector<std::size_t>> fresh(classes_);
+  std::vector<std::uint8_t> indexed(classes_, 0);
   c.free_blocks.swap(blocks);
   c.fresh_slabs.swap(fresh);
+  c.in_class_index.swap(indexed);
 }
 
 void StreamCaches::index_blocks(StreamCache& c, std::size_t k) noexcept {
-  if (c.free_blocks.empty() || c.free_blocks[k].empty()) {
-    by_class_[k].erase(c.id);
+  if (c.free_blocks.empty()) return;  // never had blocks: never indexed
+  if (c.free_blocks[k].empty()) {
+    if (c.in_class_index[k] != 0) by_class_[k].erase(c.id);
+    c.in_class_index[k] = 0;
     return;
   }
+  if (c.in_class_index[k] != 0) return;
   try {
     by_class_[k].insert(c.id);
+    c.in_class_index[k] = 1;
   } catch (const std::bad_alloc&) {  // only hides these blocks from other streams
   }
 }
@@ -176,7 +188,7 @@ std::size_t StreamCaches::largest_extent() const noexcept {
 void StreamCaches::put_block(StreamCache& c, std::size_t k, Address block) {
   prepare_blocks(c);
   c.free_blocks[k].push_back(block);  // amortized O(1): the list grows geometrically
-  index_blocks(c, k);
+  if (c.in_class_index[k] == 0) index_blocks(c, k);  // no index lookup when it is there already
 }
 
 std::optional<Address> StreamCaches::take_block(StreamCache& c, std::size_t k) {
@@ -195,6 +207,7 @@ StreamCache* StreamCaches::other_with_blocks(const StreamCache& not_this, std::s
   for (auto it = index.begin(); it != index.end();) {
     StreamCache* const c = by_id_.at(*it).get();
     if (c->free_blocks.empty() || c->free_blocks[k].empty()) {
+      if (!c->in_class_index.empty()) c->in_class_index[k] = 0;
       it = index.erase(it);  // a stale entry: each is dropped once, so this stays amortized O(log n)
     } else if (c->id != not_this.id) {
       return c;

@@ -11,7 +11,10 @@
 //   of memory only hides that cache from other streams, never misleads: lookups check the cache).
 //   The per-class block index may also hold streams whose list ran empty since: taking the last
 //   block leaves the entry (so a stream that frees and reuses one block costs no index node per
-//   pair), and the lookup that meets such an entry drops it.
+//   pair), and the lookup that meets such an entry drops it. A cache's in_class_index[k] says
+//   whether the class index holds it, so that a free into a list that runs empty and fills again
+//   costs no index lookup. The last stream looked up is remembered (the common case: one stream
+//   allocates and frees many times in a row), and forgotten with its cache.
 // Never does: map or unmap pages, wait for a stream, or create a marker's event itself (the
 //   StreamOrder does); decide policy (the Arena's ladder does). Not thread-safe: the Arena's lock.
 #pragma once
@@ -44,6 +47,7 @@ struct StreamCache {
   // thousands of streams that never touch a slab cost a few bytes each):
   std::vector<std::vector<Address>> free_blocks;          // per size class: blocks freed here
   std::vector<std::vector<std::size_t>> fresh_slabs;      // per size class: slabs opened here with unused blocks
+  std::vector<std::uint8_t> in_class_index;               // per size class: 1 when StreamCaches' class index holds this stream
 
   [[nodiscard]] bool holds_pages() const noexcept { return !pages.empty() || !large_spans.empty(); }
 };
@@ -56,9 +60,15 @@ class StreamCaches {
   StreamCaches& operator=(const StreamCaches&) = delete;
 
   /// The cache of `stream`, or null when the arena has not registered it.
-  [[nodiscard]] StreamCache* find(Stream stream) const noexcept;
+  [[nodiscard]] StreamCache* find(Stream stream) const noexcept {
+    if (last_cache_ != nullptr && last_stream_ == stream) return last_cache_;  // inline: the allocation path
+    return find_remembering(stream);
+  }
   /// The cache of `stream`, registered (with a new marker) if need be.
-  StreamCache& get(Stream stream);
+  StreamCache& get(Stream stream) {
+    if (last_cache_ != nullptr && last_stream_ == stream) return *last_cache_;
+    return get_remembering(stream);
+  }
   /// Unregisters `cache`, which must hold no pages (its blocks and slabs were handed on).
   void forget(StreamCache& cache) noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return by_id_.size(); }
@@ -109,6 +119,8 @@ class StreamCaches {
                     Address base, std::size_t page);
 
  private:
+  [[nodiscard]] StreamCache* find_remembering(Stream stream) const noexcept;  // find() through the hash map
+  StreamCache& get_remembering(Stream stream);                                // get() through the hash map
   void index_largest(StreamCache& c, std::size_t before) noexcept;  // after c.pages changed
   void index_blocks(StreamCache& c, std::size_t size_class) noexcept;  // after c.free_blocks[size_class] changed
 
@@ -121,6 +133,8 @@ class StreamCaches {
   std::multiset<std::pair<std::size_t, std::uint64_t>> large_spans_;    // (slots, id), one per cached span
   std::vector<std::set<std::uint64_t>> by_class_;                       // per class: ids with free blocks
   std::size_t cached_pages_ = 0;                                        // sum of every cache's pages.pages()
+  mutable Stream last_stream_ = nullptr;                                // the last stream find() or get() met,
+  mutable StreamCache* last_cache_ = nullptr;                           // and its cache (null: none remembered)
 };
 
 }  // namespace cuvmm::detail
