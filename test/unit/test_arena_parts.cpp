@@ -216,6 +216,36 @@ TEST_CASE("a stream is registered once, found through the hash map, and forgotte
   CHECK(caches.size() == 1);
 }
 
+TEST_CASE("the stream remembered from the last lookup is forgotten with its cache", "[arena][streams]") {
+  auto order = make_stream_order(MemorySpace::host, 0);
+  StreamCaches caches(*order, 4);
+  StreamCache& a = caches.get(fake_stream(1));
+  std::uint64_t const first_id = a.id;
+  CHECK(caches.find(fake_stream(1)) == &a);  // remembered now
+  caches.forget(a);
+  CHECK(caches.find(fake_stream(1)) == nullptr);
+  CHECK(caches.size() == 0);
+  StreamCache& again = caches.get(fake_stream(1));
+  CHECK(again.id == first_id + 1);  // registered anew
+  CHECK(caches.size() == 1);
+}
+
+TEST_CASE("a stream whose stale class index entry was dropped is indexed again by its next free", "[arena][streams]") {
+  auto order = make_stream_order(MemorySpace::host, 0);
+  StreamCaches caches(*order, 4);
+  StreamCache& a = caches.get(fake_stream(1));
+  StreamCache& b = caches.get(fake_stream(2));
+  caches.put_block(a, 2, 4096);
+  CHECK(caches.take_block(a, 2) == 4096);             // the list runs empty; its index entry stays
+  caches.put_block(a, 2, 8192);                        // refills: no second entry needed
+  CHECK(caches.other_with_blocks(b, 2) == &a);
+  CHECK(caches.take_block(a, 2) == 8192);
+  CHECK(caches.other_with_blocks(b, 2) == nullptr);   // meets the stale entry and drops it
+  caches.put_block(a, 2, 12288);                       // must be indexed again
+  CHECK(caches.other_with_blocks(b, 2) == &a);
+  CHECK(caches.other_with_blocks(a, 2) == nullptr);   // never the asking stream
+}
+
 TEST_CASE("another stream's cached pages are found through the index, best fit first", "[arena][streams]") {
   auto order = make_stream_order(MemorySpace::host, 0);
   StreamCaches caches(*order, 4);
