@@ -71,7 +71,9 @@ struct ErrorDetails {
   std::string code_name;  ///< e.g. "CUDA_ERROR_OUT_OF_MEMORY" or "ENOMEM"
   std::string code_text;  ///< the driver's or strerror's description
   std::string context;    ///< what cuvmm was doing, e.g. "creating a 2 MiB chunk on device 0"
-  cuvmm::source_location where = cuvmm::source_location::current();
+  /// Where the error was raised; empty (file "", line 0: format_error prints no location) unless
+  /// the helpers below fill it from their caller or a site sets it.
+  cuvmm::source_location where{};
 };
 
 /// Formats details as "call failed: CODE_NAME (code): text; context [file:line]".

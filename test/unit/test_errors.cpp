@@ -133,6 +133,16 @@ TEST_CASE("every cuvmm error is caught as std::exception", "[errors]") {
              StartsWith("unsupported: multicast"));
 }
 
+TEST_CASE("ErrorDetails filled by hand carry no location and format_error prints none", "[errors]") {
+  cuvmm::ErrorDetails details;
+  details.call = "cuMemMap";
+  details.context = "mapping 2 MiB at offset 0";
+
+  CHECK(std::string(details.where.file_name()).empty());
+  CHECK(details.where.line() == 0);
+  CHECK(cuvmm::format_error(details) == "cuMemMap failed; mapping 2 MiB at offset 0");
+}
+
 TEST_CASE("Unsupported names the missing capability and the remedy", "[errors]") {
   cuvmm::ErrorDetails details;
   details.call = "cuMemCreate";
