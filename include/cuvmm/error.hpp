@@ -79,6 +79,10 @@ struct ErrorDetails {
 /// Formats details as "call failed: CODE_NAME (code): text; context [file:line]".
 std::string format_error(const ErrorDetails& details);
 
+/// A byte count as every cuvmm message (and tool) writes it: "2 MiB" for an exact multiple of the
+/// largest unit it reaches (GiB, MiB, KiB), "1.5 GiB" (one decimal) otherwise, "512 bytes" below 1 KiB.
+std::string format_bytes(std::size_t bytes);
+
 /// A failed operation. Base of every cuvmm error except OutOfMemory.
 class Error : public std::runtime_error {
  public:
