@@ -5,7 +5,7 @@
 // cudaMallocAsync (2x), thrust::device_vector and a preallocated buffer, each growth in a fresh
 // process and repeated (the median run is reported); how far a buffer can grow; and a trace
 // replayed against cuvmm::Arena, cudaMallocAsync, cudaMalloc and, where python3 has PyTorch with
-// CUDA, PyTorch's caching allocator (bench/torch_trace.py, with and without expandable segments).
+// CUDA, PyTorch's caching allocator (tools/cuvmm-plan/torch_trace.py, with and without expandable segments).
 // It prints a short recommendation and, with --out, writes JSON, CSV and (through plot.py and
 // matplotlib) PNG plots.
 //
@@ -77,7 +77,7 @@ constexpr std::string_view usage =
     "                        median run (default: 1 for quick, 3 for full)\n"
     "  --no-plots            do not run plot.py\n"
     "  --no-torch            do not replay the trace through PyTorch (done by default where\n"
-    "                        python3 has PyTorch with CUDA; bench/torch_trace.py)\n"
+    "                        python3 has PyTorch with CUDA; tools/cuvmm-plan/torch_trace.py)\n"
     "  --help, --version     print this help, or cuvmm-plan's version\n"
     "\n"
     "Options take their value as `--out DIR` or `--out=DIR`. Everything a run needs (the output\n"
