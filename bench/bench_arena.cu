@@ -8,7 +8,7 @@
 //               allocator held, mean_utilization over the replay, replay_s (allocator calls only).
 //               By default the trace of cuvmm-plan's full profile on a GPU (10000 allocations,
 //               40 GiB live, seed 1234); PyTorch's caching allocator replays the same trace in
-//               bench/torch_trace.py.
+//               tools/cuvmm-plan/torch_trace.py.
 //   sort/...    thrust::sort of 2^28 uint32 keys in place with ThrustAllocator (temporary storage
 //               from the Arena) and with Thrust's default allocator, vs cub::DeviceRadixSort with
 //               every buffer allocated beforehand (in place with a DoubleBuffer, as thrust::sort

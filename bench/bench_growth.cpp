@@ -33,7 +33,6 @@
 
 #include "device_runtime.hpp"
 #include "measure.hpp"
-#include "text_format.hpp"
 
 namespace {
 
@@ -108,7 +107,7 @@ void reach(benchmark::State& state) {
 
 /// A size in a benchmark name: the tools' "64 MiB" without its space ("64MiB").
 std::string label(std::size_t bytes) {
-  std::string text = cuvmm::tools::human_bytes(bytes);
+  std::string text = cuvmm::format_bytes(bytes);
   std::erase(text, ' ');
   return text;
 }

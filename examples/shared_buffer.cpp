@@ -33,7 +33,7 @@ void send_path_to_peer(const std::filesystem::path& path) {
 int export_side() {
   // [readme]
   // Exporting process: a growable buffer whose chunks are POSIX fds, and a private socket.
-  cuvmm::ipc::SharedBufferExporter exporter(cuvmm::cuda_backend(0), {.max_capacity = 8 * cuvmm::GiB});
+  cuvmm::ipc::SharedBufferExporter exporter(cuvmm::cuda_backend(0), {.max_capacity_bytes = 8 * cuvmm::GiB});
   send_path_to_peer(exporter.socket_path());  // a 0600 socket in a fresh 0700 directory
   exporter.accept_importer();                 // same uid only, unless PeerPolicy::allowed_uids says more
   exporter.reserve(1 * cuvmm::GiB);           // maps chunks and announces them to every importer

@@ -24,7 +24,7 @@ export CUVMM_INFO=$build/tools/cuvmm-info
 export CUDA_MODULE_LOADING=EAGER
 export CUVMM_PLAN=$build/tools/cuvmm-plan/cuvmm-plan
 export CUVMM_PLAN_PLOT_SCRIPT=$PWD/tools/cuvmm-plan/plot.py
-export CUVMM_PLAN_TORCH_SCRIPT=$PWD/bench/torch_trace.py
+export CUVMM_PLAN_TORCH_SCRIPT=$PWD/tools/cuvmm-plan/torch_trace.py
 results=$(mktemp -d)
 status=0
 
@@ -93,7 +93,7 @@ if [[ $modes == *" arena "* ]]; then
     --benchmark_out_format=json --benchmark_counters_tabular=true >>"$out/bench.log" 2>&1 || status=1
   python3 bench/arena_ratios.py "$out/arena.json" 2>&1 | tee -a "$out/summary.txt"
   echo "== PyTorch's caching allocator on the same trace" | tee -a "$out/torch.txt"
-  python3 bench/torch_trace.py "$results/trace.csv" 2>&1 | tee -a "$out/torch.txt" || status=1
+  python3 tools/cuvmm-plan/torch_trace.py "$results/trace.csv" 2>&1 | tee -a "$out/torch.txt" || status=1
   echo "== PyTorch training with the cuvmm pluggable allocator vs the default" | tee -a "$out/torch.txt"
   python3 examples/torch_pluggable_allocator.py --compare --library "$build/src/libcuvmm_torch.so" 2>&1 \
     | tee -a "$out/torch.txt" || status=1

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <cuvmm/device_caps.hpp>
+#include <cuvmm/error.hpp>
 #include <cuvmm/types.hpp>
 #include <cuvmm/version.hpp>
 
@@ -20,7 +21,7 @@
 
 namespace {
 
-using cuvmm::tools::human_bytes;
+using cuvmm::format_bytes;
 using cuvmm::tools::json_string;
 
 constexpr std::string_view usage =
@@ -53,14 +54,14 @@ Row yes_no(std::string label, std::string key, bool value) {
 }
 
 Row bytes_row(std::string label, std::string key, std::size_t bytes) {
-  return {std::move(label), std::move(key), human_bytes(bytes), std::to_string(bytes)};
+  return {std::move(label), std::move(key), format_bytes(bytes), std::to_string(bytes)};
 }
 
 Row granularity_row(std::string label, std::string key, cuvmm::Granularity granularity) {
   std::string const text = granularity.minimum == 0
                                ? std::string("unsupported")
-                               : human_bytes(granularity.minimum) + " minimum, " +
-                                     human_bytes(granularity.recommended) + " recommended";
+                               : format_bytes(granularity.minimum) + " minimum, " +
+                                     format_bytes(granularity.recommended) + " recommended";
   std::string const json = "{\"minimum\": " + std::to_string(granularity.minimum) +
                            ", \"recommended\": " + std::to_string(granularity.recommended) + "}";
   return {std::move(label), std::move(key), text, json};

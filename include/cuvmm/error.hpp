@@ -71,11 +71,17 @@ struct ErrorDetails {
   std::string code_name;  ///< e.g. "CUDA_ERROR_OUT_OF_MEMORY" or "ENOMEM"
   std::string code_text;  ///< the driver's or strerror's description
   std::string context;    ///< what cuvmm was doing, e.g. "creating a 2 MiB chunk on device 0"
-  cuvmm::source_location where = cuvmm::source_location::current();
+  /// Where the error was raised; empty (file "", line 0: format_error prints no location) unless
+  /// the helpers below fill it from their caller or a site sets it.
+  cuvmm::source_location where{};
 };
 
 /// Formats details as "call failed: CODE_NAME (code): text; context [file:line]".
 std::string format_error(const ErrorDetails& details);
+
+/// A byte count as every cuvmm message (and tool) writes it: "2 MiB" for an exact multiple of the
+/// largest unit it reaches (GiB, MiB, KiB), "1.5 GiB" (one decimal) otherwise, "512 bytes" below 1 KiB.
+std::string format_bytes(std::size_t bytes);
 
 /// A failed operation. Base of every cuvmm error except OutOfMemory.
 class Error : public std::runtime_error {

@@ -33,7 +33,7 @@
 // (reserved_bytes() says how much): ~900 such buffers fill a process's 128 TiB on an H200.
 // Programs with thousands of buffers give them a ReservationPool (reservation_pool.hpp,
 // GrowableOptions::reservation_pool): each takes a fixed slot (1 GiB by default) of a few shared
-// reservations; or they set GrowableOptions::max_capacity to what one buffer may hold.
+// reservations; or they set GrowableOptions::max_capacity_bytes to what one buffer may hold.
 //
 // HostGrowableBuffer<T> is in host_growable_buffer.hpp, which includes no Thrust; this header adds
 // the device container and includes Thrust's iterator headers (and, under nvcc, its algorithms).

@@ -46,10 +46,10 @@ enum class Placement : std::uint8_t {
 struct GrowableOptions {
   /// Most bytes the buffer may ever hold (its address range). 0: as large as the memory of the
   /// devices it places chunks on. If that much address space cannot be had, the reservation is
-  /// retried at half the size down to `min_capacity`; max_capacity() reports what was obtained.
-  std::size_t max_capacity = 0;
+  /// retried at half the size down to `min_capacity_bytes`; max_capacity() reports what was obtained.
+  std::size_t max_capacity_bytes = 0;
   /// The smallest reservation accepted when halving (0: one chunk of the granularity).
-  std::size_t min_capacity = 0;
+  std::size_t min_capacity_bytes = 0;
   /// Devices that hold the chunks (distinct, non-negative), in the order `placement` uses them.
   /// Empty: device 0. One address range holds the chunks of all of them.
   std::vector<int> devices;
@@ -77,11 +77,11 @@ struct GrowableOptions {
   /// within [one granule, the chunk cap].
   std::size_t hide_bytes = 0;
   /// Where the address range comes from. Null (the default): the buffer reserves its own range,
-  /// sized by max_capacity (0: as large as its devices' memory, ~141 GB on an H200; ~900 such
+  /// sized by max_capacity_bytes (0: as large as its devices' memory, ~141 GB on an H200; ~900 such
   /// buffers fill a process's address space). A pool (reservation_pool.hpp): the buffer takes one
   /// of the pool's fixed slots (same backend), so thousands of buffers cost a few reservations
-  /// and slot_bytes of address space each; max_capacity then is 0 (the whole slot) or a smaller
-  /// limit within it, and min_capacity is not used. The pool object must be alive when a buffer is
+  /// and slot_bytes of address space each; max_capacity_bytes then is 0 (the whole slot) or a smaller
+  /// limit within it, and min_capacity_bytes is not used. The pool object must be alive when a buffer is
   /// constructed with it (copies of a pooled buffer included); leased slots keep its ranges alive.
   ReservationPool* reservation_pool = nullptr;
 };
@@ -109,7 +109,7 @@ class GrowableStorage {
   /// GrowableBuffer holds until it first grows). Only assignment, destruction and the observers
   /// (all zero) may be used; bound() is false.
   GrowableStorage() noexcept = default;
-  /// Reserves the address range (see GrowableOptions::max_capacity); maps nothing yet.
+  /// Reserves the address range (see GrowableOptions::max_capacity_bytes); maps nothing yet.
   explicit GrowableStorage(Backend& backend, GrowableOptions options = {});
   GrowableStorage(const GrowableStorage&) = delete;
   GrowableStorage& operator=(const GrowableStorage&) = delete;

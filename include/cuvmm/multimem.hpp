@@ -1,6 +1,6 @@
 // cuvmm/multimem.hpp: kernels that work through a multicast address (sm_90 and newer).
 //
-// Built into the library from src/multicast/multimem_kernels.cu (inline PTX, compiled for sm_90).
+// Built into the library from src/multicast/multimem.cu (inline PTX, compiled for sm_90).
 // Each function launches one kernel on `stream` and returns at once; it throws cuvmm::Error if the
 // launch fails. Every participating device runs the same call on its own stream, with its `rank`
 // among `ranks` devices. Ordering rules between multicast and unicast accesses to the same memory:

@@ -8,7 +8,7 @@
 // 128 TiB on an H200, after which later buffers silently get half).
 // Invariants:
 //  1. A slot is a fixed sub-range of one slab: a buffer on it never moves its data (DESIGN
-//     invariant 5); its max_capacity() is the slot's size (or the smaller max_capacity asked for).
+//     invariant 5); its max_capacity() is the slot's size (or the smaller max_capacity_bytes asked for).
 //  2. A slab is freed only when the pool and every slot leased from it are gone (each lease shares
 //     the pool's state), so a buffer may outlive its pool object.
 //  3. Slots are given out under a mutex: pools may be shared between threads.

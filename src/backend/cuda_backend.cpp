@@ -49,13 +49,6 @@ namespace {
 
 using Source = cuvmm::source_location;
 
-std::string bytes_text(std::size_t bytes) {
-  if (bytes != 0 && bytes % GiB == 0) return std::to_string(bytes / GiB) + " GiB";
-  if (bytes != 0 && bytes % MiB == 0) return std::to_string(bytes / MiB) + " MiB";
-  if (bytes != 0 && bytes % KiB == 0) return std::to_string(bytes / KiB) + " KiB";
-  return std::to_string(bytes) + " bytes";
-}
-
 std::string address_text(Address address) {
   char text[2 + 16 + 1] = {};
   std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(address));
@@ -219,12 +212,12 @@ struct CudaBackend::State {
     driver::mem_get_allocation_properties_from_handle(&prop, handle, where);
     std::size_t const granularity = query_granularity(prop, GranularityKind::minimum, where);
     if (size == 0 || size % granularity != 0) {
-      throw_invalid_argument(call, "announced size " + bytes_text(size) +
+      throw_invalid_argument(call, "announced size " + std::to_string(size) + " bytes" +
                                        " is not a positive multiple of the chunk's granularity " +
-                                       bytes_text(granularity), where);
+                                       format_bytes(granularity), where);
     }
     driver::PendingReservation const scratch(size, granularity,
-                                             "reserving " + bytes_text(size) + " to check an imported chunk's size",
+                                             "reserving " + format_bytes(size) + " to check an imported chunk's size",
                                              where);  // never adopted: freed on return
     CUresult const result = driver::mem_map.no_throw(scratch.get(), size, 0, handle, 0);
     if (result != CUDA_SUCCESS) throw_wrong_import_size(call, 0, size, where);
@@ -234,8 +227,8 @@ struct CudaBackend::State {
   [[noreturn]] static void throw_wrong_import_size(std::string_view call, std::size_t actual, std::size_t announced,
                                                    Source where) {
     throw_invalid_argument(call, "the imported chunk is " +
-                                     (actual == 0 ? std::string("not") : bytes_text(actual) + ", not") + " the " +
-                                     bytes_text(announced) + " its exporter announced (cuMemMap maps whole chunks only)",
+                                     (actual == 0 ? std::string("not") : std::to_string(actual) + " bytes, not") + " the " +
+                                     std::to_string(announced) + " bytes its exporter announced (cuMemMap maps whole chunks only)",
                            where);
   }
 };
@@ -281,7 +274,7 @@ Address CudaBackend::reserve(std::size_t size, std::size_t alignment) {
   s.ledger->check_reserve(size, alignment);  // const: the granularity never changes
   s.make_current(where);
   // Freed again if booking it throws.
-  driver::PendingReservation pending(size, alignment, "reserving " + bytes_text(size) + " of address space", where);
+  driver::PendingReservation pending(size, alignment, "reserving " + format_bytes(size) + " of address space", where);
   std::lock_guard lock(s.mutex);
   s.ledger->add_range(pending.get(), size);
   return pending.adopt();
@@ -310,7 +303,7 @@ ChunkHandle CudaBackend::create_chunk(std::size_t size, const ChunkProperties& p
   CUmemGenericAllocationHandle handle = 0;
   CUresult const result = driver::mem_create.no_throw(&handle, size, &request.prop, 0);
   if (result != CUDA_SUCCESS) {
-    std::string context = "creating a " + bytes_text(size) + " chunk on device " + std::to_string(props.device) +
+    std::string context = "creating a " + format_bytes(size) + " chunk on device " + std::to_string(props.device) +
                           " (shareable: " + handle_types_text(props.shareable) +
                           (request.compression ? ", compressible)" : ")");
     if (contains(props.shareable, HandleType::fabric) && fabric_refused(result))
@@ -369,7 +362,7 @@ void CudaBackend::map(Address address, std::size_t size, ChunkHandle chunk) {
     std::lock_guard lock(s.mutex);
     s.ledger->check_map(address, size, chunk);
   }
-  std::string const what = bytes_text(size) + " at " + address_text(address);
+  std::string const what = format_bytes(size) + " at " + address_text(address);
   s.make_current(where);
   CUresult const result = driver::mem_map.no_throw(address, size, 0, chunk.value, 0);
   if (result != CUDA_SUCCESS) driver::mem_map.throw_error(result, "mapping " + what, where);
@@ -413,7 +406,7 @@ void CudaBackend::set_access(Address address, std::size_t size, std::span<const 
     descriptor.flags = access_flags(grant.access);
     descriptors.push_back(descriptor);
   }
-  std::string const what = bytes_text(size) + " at " + address_text(address);
+  std::string const what = format_bytes(size) + " at " + address_text(address);
   s.make_current(where);
   CUresult const result = driver::mem_set_access.no_throw(address, size, descriptors.data(), descriptors.size());
   if (result != CUDA_SUCCESS) driver::mem_set_access.throw_error(result, "setting access on " + what, where);

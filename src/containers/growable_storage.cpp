@@ -82,7 +82,7 @@ std::size_t default_hide_for(Backend& backend, const GrowableOptions& options, s
 
 /// Invariant 5: as large as the placement devices' memory unless told otherwise; halve on refusal.
 AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std::size_t granularity) {
-  std::size_t wanted = options.max_capacity;
+  std::size_t wanted = options.max_capacity_bytes;
   if (wanted == 0) {
     std::vector<int> devices = placement_devices(options);
     std::sort(devices.begin(), devices.end());
@@ -90,11 +90,11 @@ AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std
     for (int device : devices) wanted += backend.memory_info(device).total;
   }
   wanted = round_up(wanted, granularity);
-  std::size_t const floor = std::max(round_up(options.min_capacity, granularity), granularity);
+  std::size_t const floor = std::max(round_up(options.min_capacity_bytes, granularity), granularity);
   if (wanted == 0) {
-    throw_invalid_argument("GrowableStorage", "max_capacity " + std::to_string(options.max_capacity) +
-                                                  " cannot be rounded to the granularity " +
-                                                  std::to_string(granularity));
+    throw_invalid_argument("GrowableStorage", "max_capacity_bytes " + std::to_string(options.max_capacity_bytes) +
+                                                        " cannot be rounded to the granularity " +
+                                                        std::to_string(granularity));
   }
   if (wanted < floor) wanted = floor;
   for (;;) {
@@ -140,12 +140,12 @@ void GrowableStorage::take_slot() {
                                                   " bytes are not whole granules of " + std::to_string(granularity_));
   }
   std::size_t limit = pool.slot_bytes();
-  if (options_.max_capacity != 0) {
-    std::size_t const wanted = round_up(options_.max_capacity, granularity_);
+  if (options_.max_capacity_bytes != 0) {
+    std::size_t const wanted = round_up(options_.max_capacity_bytes, granularity_);
     if (wanted == 0 || wanted > limit) {
-      throw_invalid_argument("GrowableStorage", "max_capacity " + std::to_string(options_.max_capacity) +
-                                                    " does not fit in the pool's slots of " + std::to_string(limit) +
-                                                    " bytes");
+      throw_invalid_argument("GrowableStorage", "max_capacity_bytes " + std::to_string(options_.max_capacity_bytes) +
+                                                          " does not fit in the pool's slots of " + std::to_string(limit) +
+                                                          " bytes");
     }
     limit = wanted;
   }

@@ -9,8 +9,11 @@
 #include <cuvmm/error.hpp>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
+
+#include <cuvmm/types.hpp>
 
 namespace cuvmm {
 namespace {
@@ -121,6 +124,25 @@ ErrorDetails foreign_error_details(ErrorDomain domain, int code, std::string cod
   d.context = std::move(context);
   d.where = where;
   return d;
+}
+
+std::string format_bytes(std::size_t bytes) {
+  struct Unit {
+    std::size_t size;
+    const char* name;
+  };
+  constexpr Unit units[] = {{GiB, "GiB"}, {MiB, "MiB"}, {KiB, "KiB"}};
+  for (Unit const& unit : units) {
+    if (bytes < unit.size) continue;
+    char text[32] = {};
+    if (bytes % unit.size == 0)
+      std::snprintf(text, sizeof text, "%zu %s", bytes / unit.size, unit.name);
+    else
+      std::snprintf(text, sizeof text, "%.1f %s", static_cast<double>(bytes) / static_cast<double>(unit.size),
+                    unit.name);
+    return text;
+  }
+  return std::to_string(bytes) + " bytes";
 }
 
 std::string format_error(const ErrorDetails& d) {

@@ -35,7 +35,7 @@ int main() {
 
   // A container header's template, instantiated here, calling into the library.
   cuvmm::GrowableOptions growable;
-  growable.max_capacity = 2 * page;
+  growable.max_capacity_bytes = 2 * page;
   cuvmm::HostGrowableBuffer<int> buffer(host, growable);
   buffer.resize(1000, 7);
   check(buffer.size() == 1000 && buffer.element(999) == 7 && buffer.element(0) == 7, "HostGrowableBuffer: resize(1000, 7) holds 1000 sevens");

@@ -121,7 +121,7 @@ TEST_CASE("inside one kernel, a write through a buffer is read through its read-
           "[gpu][alias][fence]") {
   gpu_case([](CudaBackend& cuda, const test::Stream& stream) {
     GrowableOptions options;
-    options.max_capacity = 1 * GiB;
+    options.max_capacity_bytes = 1 * GiB;
     GrowableBuffer<std::uint32_t> buffer(cuda, options, stream.get());
     std::size_t const n = 3 * cuda.granularity({}, GranularityKind::minimum) / 4;  // several granules
     buffer.resize(n, poison);

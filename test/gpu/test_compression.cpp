@@ -24,7 +24,7 @@ namespace {
 
 GrowableOptions compressible(Compression compression) {
   GrowableOptions options;
-  options.max_capacity = 8 * GiB;
+  options.max_capacity_bytes = 8 * GiB;
   options.compression = compression;
   return options;
 }

@@ -50,7 +50,7 @@ std::size_t free_device_memory() {
 
 GrowableOptions capped(std::size_t max_capacity) {
   GrowableOptions o;
-  o.max_capacity = max_capacity;
+  o.max_capacity_bytes = max_capacity;
   return o;
 }
 
@@ -417,7 +417,7 @@ TEST_CASE("child process unmaps a buffer while a kernel on its stream runs", "[.
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
   StreamOwner const owner;
   GrowableOptions options;
-  options.max_capacity = 1 * GiB;
+  options.max_capacity_bytes = 1 * GiB;
   std::size_t const count = std::size_t{1} << 20;  // 4 MiB that one block walks for many rounds
   {
     GrowableBuffer<std::uint32_t> buffer(cuda_backend(0), options, owner.stream);

@@ -26,7 +26,7 @@ TEST_CASE("a buffer balanced over every device is written by one device and chec
   GrowableOptions options;
   for (int d = 0; d < devices; ++d) options.devices.push_back(d);
   options.placement = Placement::balanced;
-  options.max_capacity = 8 * GiB;
+  options.max_capacity_bytes = 8 * GiB;
   options.max_chunk_bytes = 64 * MiB;
   CudaBackend& cuda = cuda_backend(0);
   test::LeakCheck const leaks(cuda);
@@ -63,7 +63,7 @@ TEST_CASE("a peer granted access after growth can use memory that lives on anoth
   test::init_runtime();
   GrowableOptions options;
   options.devices = {0};
-  options.max_capacity = 2 * GiB;
+  options.max_capacity_bytes = 2 * GiB;
   CudaBackend& cuda = cuda_backend(0);
   test::LeakCheck const leaks(cuda);
   {

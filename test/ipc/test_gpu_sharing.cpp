@@ -60,7 +60,7 @@ PeerPolicy patient_policy() {
 
 cuvmm::GrowableOptions growable(std::size_t granularity) {
   cuvmm::GrowableOptions options;
-  options.max_capacity = max_granules * granularity;
+  options.max_capacity_bytes = max_granules * granularity;
   return options;
 }
 
@@ -237,7 +237,7 @@ TEST_CASE("without an IMEX channel, fabric chunks for an MPI exchange fail with 
   expect_unsupported([&] { (void)cuvmm::PhysicalChunk(cuda, cuda.granularity(fabric, cuvmm::GranularityKind::minimum), fabric); });
   expect_unsupported([&] {
     cuvmm::GrowableOptions options;
-    options.max_capacity = 64 * cuda.granularity({}, cuvmm::GranularityKind::minimum);
+    options.max_capacity_bytes = 64 * cuda.granularity({}, cuvmm::GranularityKind::minimum);
     options.shareable = cuvmm::HandleType::fabric;
     cuvmm::GrowableStorage storage(cuda, options);
     storage.reserve(1);

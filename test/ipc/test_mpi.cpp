@@ -80,7 +80,7 @@ TEST_CASE("two ranks exchange a growing buffer's chunks as fabric handles and sh
   auto const reply = random_bytes(G, 0x5EED + 1);
   if (mpi().rank == 0) {
     cuvmm::GrowableOptions options;
-    options.max_capacity = max_bytes;
+    options.max_capacity_bytes = max_bytes;
     options.shareable = HandleType::fabric;
     {
       cuvmm::GrowableStorage storage(host, options);

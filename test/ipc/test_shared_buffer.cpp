@@ -62,7 +62,7 @@ constexpr std::string_view exporter_case = "exporter process";
 
 cuvmm::GrowableOptions growable() {
   cuvmm::GrowableOptions options;
-  options.max_capacity = max_bytes;
+  options.max_capacity_bytes = max_bytes;
   return options;
 }
 
@@ -527,7 +527,7 @@ PeerPolicy impatient_policy() {
 /// One chunk per granule, so reserve(n * G) announces n chunks.
 cuvmm::GrowableOptions granule_chunks() {
   cuvmm::GrowableOptions options;
-  options.max_capacity = 1024 * G;
+  options.max_capacity_bytes = 1024 * G;
   options.max_chunk_bytes = G;
   return options;
 }

@@ -113,7 +113,7 @@ TEST_CASE("growth on a full backend stops with its status and the size it reache
   {
     RecordingFills ops;
     GrowableOptions wide;
-    wide.max_capacity = 1 * GiB;  // more address space than memory: the memory runs out first
+    wide.max_capacity_bytes = 1 * GiB;  // more address space than memory: the memory runs out first
     auto strategy = make_growable_strategy(backend, wide);
     GrowthRow const row = measure_growth(growable_policy_name, *strategy, 64 * MiB, 4 * MiB, ops);
     CHECK(row.status == "out_of_memory");

@@ -337,13 +337,6 @@ TEST_CASE("the JSON escapes strings and writes null for what was not measured", 
   CHECK_THAT(json, ContainsSubstring("\"driver_threads\": [\n  ]"));
 }
 
-TEST_CASE("sizes are printed in the largest exact unit, else with one decimal", "[plan][report]") {
-  CHECK(human_bytes(2 * MiB) == "2 MiB");
-  CHECK(human_bytes(3 * GiB / 2) == "1.5 GiB");
-  CHECK(human_bytes(512) == "512 bytes");
-  CHECK(human_bytes(4096) == "4 KiB");
-}
-
 TEST_CASE("the hide size is fill bandwidth times the step time of the first chunk size that hides its own step",
           "[plan][report][hide]") {
   Measurements m;

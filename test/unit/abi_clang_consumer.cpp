@@ -78,7 +78,7 @@ int main() {
     options.granularity = 64 * 1024;
     cuvmm::HostBackend host(options);
     cuvmm::GrowableOptions growable;
-    growable.max_capacity = 1 << 20;
+    growable.max_capacity_bytes = 1 << 20;
     cuvmm::HostGrowableBuffer<int> buffer(host, growable);
     for (int i = 0; i < 1000; ++i) buffer.push_back(i);
     expect(buffer.size() == 1000 && buffer.data()[999] == 999, "a HostGrowableBuffer<int> grows and holds its data");

@@ -111,7 +111,7 @@ TEST_CASE("a read-only alias reads the data, a write through it kills the writer
 TEST_CASE("a view of a growable buffer covers what it has mapped, read-only on request", "[alias][host]") {
   HostBackend backend(small_granules());
   GrowableOptions options;
-  options.max_capacity = 64 * G;
+  options.max_capacity_bytes = 64 * G;
   options.max_chunk_bytes = 2 * G;
   HostGrowableBuffer<std::uint64_t> buffer(backend, options);
   auto const bytes = random_bytes(7 * G, 4);
@@ -200,7 +200,7 @@ TEST_CASE("bad input to an alias view is a clear error and leaves nothing behind
   CHECK(foreign.context() == "chunk 1 comes from another backend than chunk 0");
 
   GrowableOptions options;
-  options.max_capacity = 4 * G;
+  options.max_capacity_bytes = 4 * G;
   GrowableStorage const nothing_mapped(backend, options);
   CHECK_THROWS_AS(AliasView(nothing_mapped, Access::read), Error);
 

@@ -26,7 +26,7 @@ constexpr std::size_t G = cuvmm::test::test_granularity;
 
 GrowableOptions with_compression(Compression compression) {
   GrowableOptions options;
-  options.max_capacity = 64 * G;
+  options.max_capacity_bytes = 64 * G;
   options.max_chunk_bytes = 2 * G;
   options.compression = compression;
   return options;

@@ -133,6 +133,27 @@ TEST_CASE("every cuvmm error is caught as std::exception", "[errors]") {
              StartsWith("unsupported: multicast"));
 }
 
+TEST_CASE("ErrorDetails filled by hand carry no location and format_error prints none", "[errors]") {
+  cuvmm::ErrorDetails details;
+  details.call = "cuMemMap";
+  details.context = "mapping 2 MiB at offset 0";
+
+  CHECK(std::string(details.where.file_name()).empty());
+  CHECK(details.where.line() == 0);
+  CHECK(cuvmm::format_error(details) == "cuMemMap failed; mapping 2 MiB at offset 0");
+}
+
+TEST_CASE("format_bytes prints the largest exact unit, else one decimal, else bytes", "[errors]") {
+  CHECK(cuvmm::format_bytes(0) == "0 bytes");
+  CHECK(cuvmm::format_bytes(512) == "512 bytes");
+  CHECK(cuvmm::format_bytes(1023) == "1023 bytes");
+  CHECK(cuvmm::format_bytes(4096) == "4 KiB");
+  CHECK(cuvmm::format_bytes(2 * cuvmm::MiB) == "2 MiB");
+  CHECK(cuvmm::format_bytes(1536 * cuvmm::MiB) == "1.5 GiB");  // not "1536 MiB": the largest unit it reaches
+  CHECK(cuvmm::format_bytes(3 * cuvmm::GiB) == "3 GiB");
+  CHECK(cuvmm::format_bytes(2 * cuvmm::MiB + 1) == "2.0 MiB");
+}
+
 TEST_CASE("Unsupported names the missing capability and the remedy", "[errors]") {
   cuvmm::ErrorDetails details;
   details.call = "cuMemCreate";

@@ -34,7 +34,7 @@ HostBackend::Options small_granules(std::size_t physical_limit = 0) {
 
 GrowableOptions capped(std::size_t max_capacity) {
   GrowableOptions o;
-  o.max_capacity = max_capacity;
+  o.max_capacity_bytes = max_capacity;
   return o;
 }
 
@@ -580,7 +580,7 @@ TEST_CASE("zero and absurd sizes are no-ops or clear errors", "[growable][host]"
   CHECK(backend.live_counts().chunks == 0);
 
   GrowableOptions zero_granules;
-  zero_granules.max_capacity = std::numeric_limits<std::size_t>::max();
+  zero_granules.max_capacity_bytes = std::numeric_limits<std::size_t>::max();
   CHECK_THROWS_AS(HostGrowableBuffer<int>(backend, zero_granules), Error);  // cannot be rounded
 }
 
@@ -614,7 +614,7 @@ TEST_CASE("a refused reservation is retried at half the size down to the floor",
   HostBackend real(small_granules());
   FaultInjectingBackend faulty(real);
   GrowableOptions options = capped(64 * granule);
-  options.min_capacity = 16 * granule;
+  options.min_capacity_bytes = 16 * granule;
 
   faulty.fail_nth(1, {BackendOp::reserve}, FaultInjectingBackend::Failure::out_of_memory);
   {
@@ -628,7 +628,7 @@ TEST_CASE("a refused reservation is retried at half the size down to the floor",
     CHECK(storage.max_capacity() == 32 * granule);
   }
   // At the floor the refusal reaches the caller, and nothing is left behind.
-  options.max_capacity = 16 * granule;
+  options.max_capacity_bytes = 16 * granule;
   faulty.fail_nth(1, {BackendOp::reserve}, FaultInjectingBackend::Failure::out_of_memory);
   CHECK_THROWS_AS(GrowableStorage(faulty, options), OutOfMemory);
   CHECK(real.live_counts() == LiveCounts{});

@@ -34,7 +34,7 @@ HostBackend::Options small_granules() { return {.granularity = granule}; }
 
 GrowableOptions capped(std::size_t max_capacity) {
   GrowableOptions o;
-  o.max_capacity = max_capacity;
+  o.max_capacity_bytes = max_capacity;
   return o;
 }
 

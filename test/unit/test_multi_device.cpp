@@ -25,7 +25,7 @@ constexpr std::size_t G = cuvmm::test::test_granularity;
 
 GrowableOptions over(std::vector<int> devices, Placement placement) {
   GrowableOptions options;
-  options.max_capacity = 256 * G;
+  options.max_capacity_bytes = 256 * G;
   options.max_chunk_bytes = 8 * G;
   options.devices = std::move(devices);
   options.placement = placement;

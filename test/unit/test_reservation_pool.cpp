@@ -85,7 +85,7 @@ TEST_CASE("without a pool every buffer is a reservation of its own", "[growable]
   HostBackend backend({.granularity = granule});
   std::vector<HostGrowableBuffer<std::uint32_t>> buffers;
   GrowableOptions options;
-  options.max_capacity = 1 * MiB;
+  options.max_capacity_bytes = 1 * MiB;
   for (int i = 0; i < 1024; ++i) buffers.emplace_back(backend, options).push_back(1);
   CHECK(backend.live_counts().ranges == 1024);
 }
@@ -101,13 +101,13 @@ TEST_CASE("a pooled buffer cannot grow past its slot, and asks for no more than 
   CHECK(buffer.back() == 0x11);
 
   GrowableOptions limited = on_pool(pool);
-  limited.max_capacity = granule + 1;  // rounded to two granules, within the slot
+  limited.max_capacity_bytes = granule + 1;  // rounded to two granules, within the slot
   HostGrowableBuffer<std::uint8_t> small(backend, limited);
   CHECK(small.reserved_bytes() == 2 * granule);
   CHECK_THROWS_AS(small.resize(2 * granule + 1), CapacityExceeded);
 
   std::size_t const in_use = pool.slots_in_use();
-  limited.max_capacity = 4 * granule + 1;  // more than a slot
+  limited.max_capacity_bytes = 4 * granule + 1;  // more than a slot
   CHECK_THROWS_AS(HostGrowableBuffer<std::uint8_t>(backend, limited), Error);
   HostBackend other({.granularity = granule});
   CHECK_THROWS_AS(HostGrowableBuffer<std::uint8_t>(other, on_pool(pool)), Error);  // another backend

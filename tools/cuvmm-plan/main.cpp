@@ -5,7 +5,7 @@
 // cudaMallocAsync (2x), thrust::device_vector and a preallocated buffer, each growth in a fresh
 // process and repeated (the median run is reported); how far a buffer can grow; and a trace
 // replayed against cuvmm::Arena, cudaMallocAsync, cudaMalloc and, where python3 has PyTorch with
-// CUDA, PyTorch's caching allocator (bench/torch_trace.py, with and without expandable segments).
+// CUDA, PyTorch's caching allocator (tools/cuvmm-plan/torch_trace.py, with and without expandable segments).
 // It prints a short recommendation and, with --out, writes JSON, CSV and (through plot.py and
 // matplotlib) PNG plots.
 //
@@ -49,6 +49,7 @@ extern char** environ;
 namespace {
 
 using namespace cuvmm::plan;
+using cuvmm::format_bytes;
 using cuvmm::GiB;
 using cuvmm::KiB;
 using cuvmm::MiB;
@@ -76,7 +77,7 @@ constexpr std::string_view usage =
     "                        median run (default: 1 for quick, 3 for full)\n"
     "  --no-plots            do not run plot.py\n"
     "  --no-torch            do not replay the trace through PyTorch (done by default where\n"
-    "                        python3 has PyTorch with CUDA; bench/torch_trace.py)\n"
+    "                        python3 has PyTorch with CUDA; tools/cuvmm-plan/torch_trace.py)\n"
     "  --help, --version     print this help, or cuvmm-plan's version\n"
     "\n"
     "Options take their value as `--out DIR` or `--out=DIR`. Everything a run needs (the output\n"
@@ -208,8 +209,8 @@ class HostFills final : public MemoryOps {
 };
 
 std::string case_label(const char* strategy, const GrowthCase& c) {
-  return std::string("growth ") + strategy + " to " + human_bytes(c.target_bytes) + " in " +
-         human_bytes(c.append_bytes) + " appends";
+  return std::string("growth ") + strategy + " to " + format_bytes(c.target_bytes) + " in " +
+         format_bytes(c.append_bytes) + " appends";
 }
 
 /// One line that carries a GrowthRow from a --growth-case child to its parent.
@@ -451,14 +452,14 @@ void open_machine(Machine& machine, bool on_device, bool gpu, const cuvmm::Drive
     machine.host_backend.emplace(cuvmm::HostBackend::Options{2 * MiB, host_device_bytes});
     machine.backend = &*machine.host_backend;
     m.backend = "host";
-    m.device_name = "host backend (Linux virtual memory, a simulated " + human_bytes(host_device_bytes) + " device)";
+    m.device_name = "host backend (Linux virtual memory, a simulated " + format_bytes(host_device_bytes) + " device)";
     if (!quiet) {
       std::printf("cuvmm-plan: %s, so this is the HOST-BACKEND profile.\n"
                   "HostBackend (memfd chunks mapped with mmap) stands in for a GPU with %s of memory: its\n"
                   "numbers describe this machine's kernel, not a GPU, and no cudaMalloc baselines are measured.\n"
                   "Run cuvmm-plan on a machine with a GPU for those.\n\n",
                   gpu ? "--backend host was given" : (driver.available ? "no CUDA device found" : driver.reason.c_str()),
-                  human_bytes(host_device_bytes).c_str());
+                  format_bytes(host_device_bytes).c_str());
       std::fflush(stdout);  // before the progress lines on stderr
     }
   }
@@ -495,8 +496,8 @@ Trace choose_trace(const Options& options, Prepared& prepared, const Profile& pr
   } else {
     trace.ops = make_trace(profile.trace_allocations, profile.trace_live_bytes, 1234, profile.trace_max_log2_bytes);
     m.trace_source = "generated: " + std::to_string(profile.trace_allocations) + " allocations, log-uniform 1 B.." +
-                     human_bytes(std::size_t{1} << static_cast<int>(profile.trace_max_log2_bytes)) + ", live <= " +
-                     human_bytes(profile.trace_live_bytes) + ", seed 1234";
+                     format_bytes(std::size_t{1} << static_cast<int>(profile.trace_max_log2_bytes)) + ", live <= " +
+                     format_bytes(profile.trace_live_bytes) + ", seed 1234";
   }
   m.trace_ops = trace.ops.size();
   if (trace.failed_allocations_skipped != 0) {
@@ -513,14 +514,14 @@ Trace choose_trace(const Options& options, Prepared& prepared, const Profile& pr
 /// Phase 1: driver calls by chunk size, then by thread count.
 void measure_driver_phase(Machine& machine, const Profile& profile, Progress& progress, Measurements& m) {
   m.driver_calls = measure_driver_calls(*machine.backend, profile.chunk_sizes, profile.driver_iterations,
-                                        [&](std::size_t bytes) { progress.step("driver calls, " + human_bytes(bytes) + " chunks"); });
+                                        [&](std::size_t bytes) { progress.step("driver calls, " + format_bytes(bytes) + " chunks"); });
   // Each repeat measures every thread count once, one after another, so that the scaling is read
   // within a repeat and the repeats give its spread.
   for (std::size_t repeat = 1; repeat <= profile.thread_repeats; ++repeat) {
     for (std::size_t const chunk : profile.thread_chunk_sizes) {
       auto rows = measure_driver_threads(*machine.backend, chunk, profile.thread_counts, profile.thread_iterations,
                                          [&](std::size_t threads) {
-                                           progress.step("driver calls, " + human_bytes(chunk) + " chunks, " +
+                                           progress.step("driver calls, " + format_bytes(chunk) + " chunks, " +
                                                          std::to_string(threads) + " threads, repeat " +
                                                          std::to_string(repeat) + " of " +
                                                          std::to_string(profile.thread_repeats));
@@ -618,8 +619,8 @@ void print_report(const Options& options, const Measurements& m, const Recommend
   std::printf("%s", format_growth_ratios(m).c_str());
   for (auto const& replay : m.replays) {
     std::printf("  trace on %-29s peak held %s for %s requested at peak; mean utilization %.2f; %zu failed\n",
-                replay.allocator.c_str(), human_bytes(replay.peak_held_bytes).c_str(),
-                human_bytes(replay.peak_requested_bytes).c_str(), replay.mean_utilization, replay.failed_allocations);
+                replay.allocator.c_str(), format_bytes(replay.peak_held_bytes).c_str(),
+                format_bytes(replay.peak_requested_bytes).c_str(), replay.mean_utilization, replay.failed_allocations);
   }
   for (auto const& note : m.notes) std::printf("  note: %s\n", note.c_str());
   std::printf("Measured in %.0f s.\n", m.seconds);

@@ -224,7 +224,7 @@ struct ReplayResult {
 /// Replays `trace` against `allocator`, sampling held memory at most about `max_points` times.
 ReplayResult replay_trace(std::string name, TraceAllocator& allocator, const Trace& trace, std::size_t max_points);
 
-/// A replay as lines of text, the form in which another process (bench/torch_trace.py replaying
+/// A replay as lines of text, the form in which another process (tools/cuvmm-plan/torch_trace.py replaying
 /// the trace through PyTorch's caching allocator) hands its result to cuvmm-plan:
 ///   replay NAME OPS FAILED SECONDS PEAK_REQUESTED PEAK_HELD MEAN_UTILIZATION
 ///   point OP_INDEX REQUESTED HELD        (one line per timeline point)

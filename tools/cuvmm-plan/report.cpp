@@ -228,8 +228,8 @@ std::string format_growth_ratios(const Measurements& m) {
              "  size      appends   / preallocated  / cudaMalloc copy-and-grow 2x\n";
     }
     char line[160];
-    std::snprintf(line, sizeof line, "  %-9s %-9s %-15s %s\n", human_bytes(ratio.target_bytes).c_str(),
-                  human_bytes(ratio.append_bytes).c_str(), ratio_text(ratio.over_preallocated).c_str(),
+    std::snprintf(line, sizeof line, "  %-9s %-9s %-15s %s\n", format_bytes(ratio.target_bytes).c_str(),
+                  format_bytes(ratio.append_bytes).c_str(), ratio_text(ratio.over_preallocated).c_str(),
                   ratio_text(ratio.over_copy_grow_2x).c_str());
     out << line;
   }
@@ -248,7 +248,7 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
     std::snprintf(line, sizeof line,
                   "  chunk size:        %s (driver calls %s per GiB, medians of %zu calls each; the smallest size "
                   "within %.3gx of the cheapest measured): keep %s at or above it\n",
-                  human_bytes(r.chunk_bytes).c_str(), milliseconds(r.chunk_ms_per_gib).c_str(), samples,
+                  format_bytes(r.chunk_bytes).c_str(), milliseconds(r.chunk_ms_per_gib).c_str(), samples,
                   chunk_cost_tolerance, chunk_bytes_option);
     out << line;
   } else {
@@ -256,8 +256,8 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
   }
   if (r.largest_buffer_bytes != 0) {
     std::snprintf(line, sizeof line, "  largest buffer:    %s (%s; %s free at the start)\n",
-                  human_bytes(r.largest_buffer_bytes).c_str(), r.largest_buffer_source.c_str(),
-                  human_bytes(m.free_bytes).c_str());
+                  format_bytes(r.largest_buffer_bytes).c_str(), r.largest_buffer_source.c_str(),
+                  format_bytes(m.free_bytes).c_str());
     out << line;
   } else {
     out << "  largest buffer:    not measured\n";
@@ -279,26 +279,26 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
     std::snprintf(line, sizeof line,
                   "  hide size:         %s (fills at %.3g GB/s x a %.3g us growth step of %s chunks): set %s = %zu"
                   " (default here: memory / 512 = %s)\n",
-                  human_bytes(*r.hide_bytes).c_str(), r.hide_fill_bytes_per_second / 1e9, r.hide_step_us,
-                  human_bytes(r.hide_step_chunk_bytes).c_str(), hide_bytes_option, *r.hide_bytes,
-                  human_bytes(r.default_hide_bytes).c_str());
+                  format_bytes(*r.hide_bytes).c_str(), r.hide_fill_bytes_per_second / 1e9, r.hide_step_us,
+                  format_bytes(r.hide_step_chunk_bytes).c_str(), hide_bytes_option, *r.hide_bytes,
+                  format_bytes(r.default_hide_bytes).c_str());
     out << line;
   } else {
     out << "  hide size:         not measured (needs the driver calls and the preallocated baseline); "
-        << hide_bytes_option << " defaults to memory / 512 = " << human_bytes(r.default_hide_bytes) << "\n";
+        << hide_bytes_option << " defaults to memory / 512 = " << format_bytes(r.default_hide_bytes) << "\n";
   }
   auto const page_cost = [](std::optional<double> ms) {
     return ms ? "driver calls " + milliseconds(*ms) + " per GiB" : std::string("not measured at this size");
   };
   if (r.arena_page_bytes != 0) {
-    out << "  arena pages:       " << arena_page_option << " " << human_bytes(r.arena_page_bytes) << " (default): "
+    out << "  arena pages:       " << arena_page_option << " " << format_bytes(r.arena_page_bytes) << " (default): "
         << page_cost(r.arena_page_ms_per_gib) << "; " << arena_large_page_option << " "
-        << human_bytes(r.arena_large_page_bytes) << " (default): " << page_cost(r.arena_large_page_ms_per_gib) << "\n";
+        << format_bytes(r.arena_large_page_bytes) << " (default): " << page_cost(r.arena_large_page_ms_per_gib) << "\n";
   }
   if (r.thread_scaling) {
     std::snprintf(line, sizeof line,
                   "  threads:           %zu threads make %.2fx the driver-call cycles per second of one (%s chunks",
-                  r.thread_scaling_threads, *r.thread_scaling, human_bytes(r.thread_scaling_chunk_bytes).c_str());
+                  r.thread_scaling_threads, *r.thread_scaling, format_bytes(r.thread_scaling_chunk_bytes).c_str());
     out << line;
     if (r.thread_scaling_repeats > 1) {
       std::snprintf(line, sizeof line, "; median of %zu repeats, spread %.2fx..%.2fx)\n", r.thread_scaling_repeats,

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <cuvmm/error.hpp>  // format_bytes: "2 MiB", "1.5 GiB", "512 bytes"
+
 #include "measure.hpp"
 #include "text_format.hpp"
 
@@ -114,7 +116,5 @@ void write_driver_calls_csv(std::ostream& out, const Measurements& measurements)
 void write_driver_threads_csv(std::ostream& out, const Measurements& measurements);
 void write_growth_csv(std::ostream& out, const Measurements& measurements);
 void write_trace_memory_csv(std::ostream& out, const Measurements& measurements);
-
-using tools::human_bytes;  // "2 MiB", "1.5 GiB", "512 bytes"
 
 }  // namespace cuvmm::plan

@@ -133,7 +133,7 @@ class BasicGrowableBuffer {
   [[nodiscard]] size_type max_size() const noexcept { return max_capacity(); }
   [[nodiscard]] size_type size_bytes() const noexcept { return size_ * sizeof(T); }
   /// Bytes of address space this buffer holds reserved (its whole range, mapped or not). By
-  /// default as large as its devices' memory: see GrowableOptions::max_capacity.
+  /// default as large as its devices' memory: see GrowableOptions::max_capacity_bytes.
   [[nodiscard]] std::size_t reserved_bytes() const noexcept { return storage_.max_capacity(); }
 
   // --- access -------------------------------------------------------------------------------

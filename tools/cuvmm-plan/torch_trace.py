@@ -1,9 +1,9 @@
 """Replay an allocation trace (tools/cuvmm-plan/trace.hpp's CSV) through PyTorch's caching allocator.
 
-    CUVMM_TRACE_CSV=trace.csv bench_arena --benchmark_filter=trace/arena   # writes the trace
-    python3 bench/torch_trace.py trace.csv            # default and expandable segments, one process each
-    python3 bench/torch_trace.py trace.csv --plan N   # the same, as cuvmm-plan's replay lines
-    python3 bench/torch_trace.py --check              # exit 0 when PyTorch with CUDA is here, else 3
+    cuvmm-plan --out DIR                                         # writes the trace, DIR/trace.csv
+    python3 tools/cuvmm-plan/torch_trace.py trace.csv            # default and expandable segments, one process each
+    python3 tools/cuvmm-plan/torch_trace.py trace.csv --plan N   # the same, as cuvmm-plan's replay lines
+    python3 tools/cuvmm-plan/torch_trace.py --check              # exit 0 when PyTorch with CUDA is here, else 3
 
 Without --plan it prints one JSON line per configuration: utilization = peak bytes live / peak
 bytes reserved by PyTorch, and largest_after = the largest single allocation (64 MiB steps) that
