@@ -52,12 +52,12 @@ struct GrowableOptions {
   std::size_t min_capacity_bytes = 0;
   /// Devices that hold the chunks (distinct, non-negative), in the order `placement` uses them.
   /// Empty: device 0. One address range holds the chunks of all of them.
-  std::vector<int> devices;
+  std::vector<int> devices{};
   /// How chunks are spread over `devices`.
   Placement placement = Placement::striped;
   /// Who may access the memory, per allocation (no peer access is enabled device-wide). Empty:
   /// read-write for every device in `devices`. Peers that hold no chunk may be listed too.
-  std::vector<AccessGrant> access;
+  std::vector<AccessGrant> access{};
   /// Cap on the size of one chunk (rounded to the granularity).
   std::size_t max_chunk_bytes = default_max_chunk_bytes;
   /// Handle types every chunk must be exportable as (for sharing between processes).
