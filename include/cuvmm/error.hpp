@@ -83,11 +83,11 @@ std::string format_error(const ErrorDetails& details);
 /// largest unit it reaches (GiB, MiB, KiB), "1.5 GiB" (one decimal) otherwise, "512 bytes" below 1 KiB.
 std::string format_bytes(std::size_t bytes);
 
-/// A failed operation. Base of every cuvmm error except OutOfMemory.
-class Error : public std::runtime_error {
+/// What every cuvmm exception carries and how it is read: one set of accessors for Error,
+/// CapacityExceeded and OutOfMemory, whose standard bases differ (std::runtime_error,
+/// std::length_error, std::bad_alloc). Not an exception itself: catch the classes below.
+class ErrorInfo {
  public:
-  explicit Error(ErrorDetails details);
-
   const std::string& call() const noexcept { return details_->call; }
   ErrorDomain domain() const noexcept { return details_->domain; }
   int code() const noexcept { return details_->code; }
@@ -102,10 +102,19 @@ class Error : public std::runtime_error {
   bool is(ErrorCode code) const noexcept { return cuvmm_code() == code; }
 
  protected:
-  Error(ErrorDetails details, std::string message);
+  explicit ErrorInfo(ErrorDetails details);
 
  private:
-  std::shared_ptr<const ErrorDetails> details_;
+  std::shared_ptr<const ErrorDetails> details_;  // shared: exceptions are copied as they propagate
+};
+
+/// A failed operation. Base of every cuvmm error except OutOfMemory and CapacityExceeded.
+class Error : public std::runtime_error, public ErrorInfo {
+ public:
+  explicit Error(ErrorDetails details);
+
+ protected:
+  Error(ErrorDetails details, std::string message);
 };
 
 /// A capability the operation needs is missing on this machine. Says which, and what to do.
@@ -122,53 +131,28 @@ class Unsupported : public Error {
 
 /// Growth past the reserved address range. The object is unchanged; data never moves. A
 /// std::length_error (as std::vector past max_size()) with the details and accessors of Error.
-class CapacityExceeded : public std::length_error {
+class CapacityExceeded : public std::length_error, public ErrorInfo {
  public:
   CapacityExceeded(std::size_t requested_bytes, std::size_t max_capacity_bytes,
                    cuvmm::source_location where = cuvmm::source_location::current());
   std::size_t requested_bytes() const noexcept { return requested_; }
   std::size_t max_capacity_bytes() const noexcept { return max_capacity_; }
-  const std::string& call() const noexcept { return details_->call; }
-  ErrorDomain domain() const noexcept { return details_->domain; }
-  int code() const noexcept { return details_->code; }
-  const std::string& code_name() const noexcept { return details_->code_name; }
-  const std::string& code_text() const noexcept { return details_->code_text; }
-  const std::string& context() const noexcept { return details_->context; }
-  const cuvmm::source_location& where() const noexcept { return details_->where; }
-  const ErrorDetails& details() const noexcept { return *details_; }
-  /// Always ErrorCode::capacity_exceeded.
-  ErrorCode cuvmm_code() const noexcept;
-  bool is(ErrorCode code) const noexcept { return cuvmm_code() == code; }
 
  private:
   CapacityExceeded(std::size_t requested_bytes, std::size_t max_capacity_bytes, ErrorDetails details);
-  std::shared_ptr<const ErrorDetails> details_;
   std::size_t requested_;
   std::size_t max_capacity_;
 };
 
 /// Physical memory is exhausted. A std::bad_alloc (so allocator users catch it as usual)
 /// carrying the same details as cuvmm::Error.
-class OutOfMemory : public std::bad_alloc {
+class OutOfMemory : public std::bad_alloc, public ErrorInfo {
  public:
   explicit OutOfMemory(ErrorDetails details);
   const char* what() const noexcept override;
-  const std::string& call() const noexcept { return state_->details.call; }
-  ErrorDomain domain() const noexcept { return state_->details.domain; }
-  int code() const noexcept { return state_->details.code; }
-  const std::string& code_name() const noexcept { return state_->details.code_name; }
-  const std::string& context() const noexcept { return state_->details.context; }
-  const cuvmm::source_location& where() const noexcept { return state_->details.where; }
-  const ErrorDetails& details() const noexcept { return state_->details; }
-  /// The ErrorCode for ErrorDomain::cuvmm; ErrorCode::unspecified for every other domain.
-  ErrorCode cuvmm_code() const noexcept;
 
  private:
-  struct State {
-    ErrorDetails details;
-    std::string message;
-  };
-  std::shared_ptr<const State> state_;
+  std::shared_ptr<const std::string> message_;  // std::bad_alloc keeps no message of its own
 };
 
 // ---- building errors: one helper per kind ----------------------------------------------------

@@ -98,8 +98,7 @@ ErrorCode code_of(const ErrorDetails& d) noexcept {
 }
 }  // namespace
 
-ErrorCode Error::cuvmm_code() const noexcept { return code_of(*details_); }
-ErrorCode OutOfMemory::cuvmm_code() const noexcept { return code_of(state_->details); }
+ErrorCode ErrorInfo::cuvmm_code() const noexcept { return code_of(*details_); }
 
 ErrorDetails cuvmm_error_details(ErrorCode code, std::string_view call, std::string context,
                                  cuvmm::source_location where) {
@@ -175,8 +174,10 @@ std::string format_error(const ErrorDetails& d) {
 
 Error::Error(ErrorDetails details) : Error(details, format_error(details)) {}
 
+ErrorInfo::ErrorInfo(ErrorDetails details) : details_(std::make_shared<const ErrorDetails>(std::move(details))) {}
+
 Error::Error(ErrorDetails details, std::string message)
-    : std::runtime_error(message), details_(std::make_shared<const ErrorDetails>(std::move(details))) {}
+    : std::runtime_error(std::move(message)), ErrorInfo(std::move(details)) {}
 
 namespace {
 std::string unsupported_message(const std::string& capability, const std::string& remedy,
@@ -207,19 +208,16 @@ CapacityExceeded::CapacityExceeded(std::size_t requested_bytes, std::size_t max_
     : CapacityExceeded(requested_bytes, max_capacity_bytes, capacity_details(requested_bytes, max_capacity_bytes, where)) {}
 
 CapacityExceeded::CapacityExceeded(std::size_t requested_bytes, std::size_t max_capacity_bytes, ErrorDetails details)
-    : std::length_error(format_error(details)),
-      details_(std::make_shared<const ErrorDetails>(std::move(details))),
+    : std::length_error(format_error(details)),  // bases are built in order: details not moved yet
+      ErrorInfo(std::move(details)),
       requested_(requested_bytes),
       max_capacity_(max_capacity_bytes) {}
 
-ErrorCode CapacityExceeded::cuvmm_code() const noexcept { return code_of(*details_); }
+OutOfMemory::OutOfMemory(ErrorDetails details)
+    : ErrorInfo(std::move(details)),
+      message_(std::make_shared<const std::string>("out of memory: " + format_error(this->details()))) {}
 
-OutOfMemory::OutOfMemory(ErrorDetails details) {
-  std::string message = "out of memory: " + format_error(details);
-  state_ = std::make_shared<const State>(State{std::move(details), std::move(message)});
-}
-
-const char* OutOfMemory::what() const noexcept { return state_->message.c_str(); }
+const char* OutOfMemory::what() const noexcept { return message_->c_str(); }
 
 void throw_error(ErrorCode code, std::string_view call, std::string context, cuvmm::source_location where) {
   ErrorDetails d = cuvmm_error_details(code, call, std::move(context), where);
