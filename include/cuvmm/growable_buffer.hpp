@@ -30,10 +30,11 @@
 // size(), insert/erase anywhere but the end) throws cuvmm::Error; at() throws std::out_of_range.
 //
 // Reservation: by default a buffer reserves as much address space as its devices have memory
-// (reserved_bytes() says how much): ~900 such buffers fill a process's 128 TiB on an H200.
-// Programs with thousands of buffers give them a ReservationPool (reservation_pool.hpp,
-// GrowableOptions::reservation_pool): each takes a fixed slot (1 GiB by default) of a few shared
-// reservations; or they set GrowableOptions::max_capacity_bytes to what one buffer may hold.
+// (reserved_bytes() says how much) while the process's budget for such ranges lasts (64 TiB, half
+// a process's address space), then 4 GiB (DefaultReservationLimits, growable_storage.hpp): ~460
+// device-sized buffers on an H200, then ~16,000 of 4 GiB. Programs that know their sizes set
+// GrowableOptions::max_capacity_bytes, or give buffers a ReservationPool (reservation_pool.hpp):
+// each takes a fixed slot (1 GiB by default) of a few shared reservations.
 //
 // HostGrowableBuffer<T> is in host_growable_buffer.hpp, which includes no Thrust; this header adds
 // the device container and includes Thrust's iterator headers (and, under nvcc, its algorithms).

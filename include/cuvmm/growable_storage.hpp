@@ -18,13 +18,15 @@
 //     back; under Compression::required a refused chunk fails its growth step (invariant 2).
 //  7. The range is reserved by the storage itself, or is one slot leased from a ReservationPool
 //     (GrowableOptions::reservation_pool); either way it is fixed for the storage's life and
-//     max_capacity() is its size. A default-constructed storage is unbound: no backend, no range.
+//     max_capacity() is its size. A default-sized range holds a share of the process's budget
+//     (DefaultReservationLimits) until it is freed. A default-constructed storage is unbound: no backend, no range.
 // It knows nothing of element types, sizes in use or streams: GrowableBuffer<T> keeps those.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <cuvmm/address_range.hpp>
@@ -45,7 +47,9 @@ enum class Placement : std::uint8_t {
 /// How a growable buffer places, sizes and shares its memory.
 struct GrowableOptions {
   /// Most bytes the buffer may ever hold (its address range). 0: as large as the memory of the
-  /// devices it places chunks on. If that much address space cannot be had, the reservation is
+  /// devices it places chunks on while the process's default reservations stay within
+  /// DefaultReservationLimits::budget_bytes, and fallback_bytes once they do not (so thousands of
+  /// default buffers still work). If that much address space cannot be had, the reservation is
   /// retried at half the size down to `min_capacity_bytes`; max_capacity() reports what was obtained.
   std::size_t max_capacity_bytes = 0;
   /// The smallest reservation accepted when halving (0: one chunk of the granularity).
@@ -77,14 +81,64 @@ struct GrowableOptions {
   /// within [one granule, the chunk cap].
   std::size_t hide_bytes = 0;
   /// Where the address range comes from. Null (the default): the buffer reserves its own range,
-  /// sized by max_capacity_bytes (0: as large as its devices' memory, ~141 GB on an H200; ~900 such
-  /// buffers fill a process's address space). A pool (reservation_pool.hpp): the buffer takes one
+  /// sized by max_capacity_bytes (0: as large as its devices' memory, ~141 GB on an H200, within the
+  /// process's DefaultReservationLimits). A pool (reservation_pool.hpp): the buffer takes one
   /// of the pool's fixed slots (same backend), so thousands of buffers cost a few reservations
   /// and slot_bytes of address space each; max_capacity_bytes then is 0 (the whole slot) or a smaller
   /// limit within it, and min_capacity_bytes is not used. The pool object must be alive when a buffer is
   /// constructed with it (copies of a pooled buffer included); leased slots keep its ranges alive.
   ReservationPool* reservation_pool = nullptr;
 };
+
+/// Process-wide limits on the address space that buffers reserve by default (GrowableOptions with
+/// max_capacity_bytes 0 and no reservation_pool; DESIGN.md invariant 5). A process has ~128 TiB of
+/// address space (H200: 125 reservations of 1 TiB, then cuMemAddressReserve fails; a Linux x86-64
+/// process likewise), and a default reservation is as large as the device (~141 GB on an H200), so
+/// without a budget ~900 default buffers would take all of it and every later one would fail.
+/// Default-sized reservations are granted while the bytes they hold stay within budget_bytes; past
+/// that, a default buffer reserves fallback_bytes instead (its max_capacity() says so). With the
+/// defaults an H200 process gets ~460 buffers that can each grow to the whole device, then
+/// ~16,000 more of 4 GiB each. Buffers that set max_capacity_bytes or a pool are not counted.
+struct DefaultReservationLimits {
+  /// Address space that default-sized reservations may hold at once (half the process's).
+  std::size_t budget_bytes = std::size_t{64} << 40;
+  /// What a default buffer reserves once the budget is spent (rounded to the granularity).
+  std::size_t fallback_bytes = std::size_t{4} << 30;
+};
+
+/// Replaces the process's limits (thread-safe); buffers reserved already keep their ranges.
+void set_default_reservation_limits(const DefaultReservationLimits& limits) noexcept;
+[[nodiscard]] DefaultReservationLimits default_reservation_limits() noexcept;
+/// Address space held now by default-sized reservations: what counts against budget_bytes.
+[[nodiscard]] std::size_t default_reserved_bytes() noexcept;
+
+namespace detail {
+/// A share of DefaultReservationLimits::budget_bytes, given back when destroyed. Move-only.
+class ReservationBudgetShare {
+ public:
+  ReservationBudgetShare() noexcept = default;
+  /// `bytes` of the budget, or an empty share when that would pass `budget` (nothing taken).
+  static ReservationBudgetShare take(std::size_t bytes, std::size_t budget) noexcept;
+  ReservationBudgetShare(ReservationBudgetShare&& other) noexcept : bytes_(std::exchange(other.bytes_, 0)) {}
+  ReservationBudgetShare& operator=(ReservationBudgetShare&& other) noexcept {
+    if (this != &other) {
+      give_back();
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  ReservationBudgetShare(const ReservationBudgetShare&) = delete;
+  ReservationBudgetShare& operator=(const ReservationBudgetShare&) = delete;
+  ~ReservationBudgetShare() { give_back(); }
+  /// Keeps only `bytes` (<= what is held): the reservation obtained was smaller.
+  void shrink_to(std::size_t bytes) noexcept;
+  explicit operator bool() const noexcept { return bytes_ != 0; }
+
+ private:
+  void give_back() noexcept;
+  std::size_t bytes_ = 0;
+};
+}  // namespace detail
 
 /// Counters of a growable buffer, for tests, benchmarks and capacity planning.
 struct GrowableStats {
@@ -176,6 +230,7 @@ class GrowableStorage {
 
   ReservationPool::Slot slot_;          // a pooled range (or empty); like range_, outlives the mappings
   std::size_t limit_ = 0;               // bytes of the slot this storage may use
+  detail::ReservationBudgetShare budget_share_;  // given back after range_ is freed
   AddressRange range_;                  // declared before the chunks and mappings: freed last
   std::vector<PhysicalChunk> chunks_;   // released after the mappings
   std::vector<Mapping> mappings_;       // mappings_[i] maps chunks_[i]; unmapped first

@@ -4,8 +4,9 @@
 // and the list of free slots in them. A growable buffer given a pool (GrowableOptions::
 // reservation_pool) takes one fixed-size slot as its address range instead of reserving a range of
 // its own: thousands of buffers cost a handful of reservations and slot_bytes of address space
-// each, instead of one reservation as large as the device each (~900 of those fill a process's
-// 128 TiB on an H200, after which later buffers silently get half).
+// each, instead of one reservation as large as the device each (~900 of those would fill a
+// process's 128 TiB on an H200; default buffers past DefaultReservationLimits::budget_bytes get
+// fallback_bytes instead, growable_storage.hpp).
 // Invariants:
 //  1. A slot is a fixed sub-range of one slab: a buffer on it never moves its data (DESIGN
 //     invariant 5); its max_capacity() is the slot's size (or the smaller max_capacity_bytes asked for).

@@ -7,6 +7,7 @@
 #include <cuvmm/growable_storage.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -16,6 +17,12 @@
 
 namespace cuvmm {
 namespace {
+
+// The process's default-reservation budget (DefaultReservationLimits): the limits, and the bytes
+// that default-sized reservations hold now.
+std::atomic<std::size_t> budget_bytes{DefaultReservationLimits{}.budget_bytes};
+std::atomic<std::size_t> fallback_bytes{DefaultReservationLimits{}.fallback_bytes};
+std::atomic<std::size_t> budget_used{0};
 
 /// Devices must be distinct and non-negative: a clear error here, not a driver error later.
 void check_devices(const GrowableOptions& options) {
@@ -80,14 +87,24 @@ std::size_t default_hide_for(Backend& backend, const GrowableOptions& options, s
   return default_hide_bytes(smallest, granularity);
 }
 
-/// Invariant 5: as large as the placement devices' memory unless told otherwise; halve on refusal.
-AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std::size_t granularity) {
+/// Invariant 5: as large as the placement devices' memory unless told otherwise (within the
+/// process's budget for such reservations, else DefaultReservationLimits::fallback_bytes); halve on
+/// refusal. `share` receives the budget a default-sized range holds.
+AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std::size_t granularity,
+                           detail::ReservationBudgetShare& share) {
   std::size_t wanted = options.max_capacity_bytes;
-  if (wanted == 0) {
+  bool const by_default = wanted == 0;
+  if (by_default) {
     std::vector<int> devices = placement_devices(options);
     std::sort(devices.begin(), devices.end());
     devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
     for (int device : devices) wanted += backend.memory_info(device).total;
+    wanted = round_up(wanted, granularity);
+    share = detail::ReservationBudgetShare::take(wanted, budget_bytes.load(std::memory_order_relaxed));
+    if (!share) {
+      std::size_t const fallback = round_up(fallback_bytes.load(std::memory_order_relaxed), granularity);
+      wanted = std::min(wanted, std::max(fallback, granularity));
+    }
   }
   wanted = round_up(wanted, granularity);
   std::size_t const floor = std::max(round_up(options.min_capacity_bytes, granularity), granularity);
@@ -99,7 +116,9 @@ AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std
   if (wanted < floor) wanted = floor;
   for (;;) {
     try {
-      return AddressRange(backend, wanted);
+      AddressRange range(backend, wanted);
+      if (share) share.shrink_to(range.size());
+      return range;
     } catch (const Error&) {
       if (wanted <= floor) throw;
     } catch (const OutOfMemory&) {
@@ -123,7 +142,7 @@ GrowableStorage::GrowableStorage(Backend& backend, GrowableOptions options)
   if (options_.reservation_pool != nullptr) {
     take_slot();
   } else {
-    range_ = reserve_range(backend, options_, granularity_);
+    range_ = reserve_range(backend, options_, granularity_, budget_share_);
   }
   counters_.max_capacity_bytes = max_capacity();
 }
@@ -167,6 +186,7 @@ GrowableStorage::GrowableStorage(GrowableStorage&& other) noexcept
       shape_(other.shape_),
       slot_(std::move(other.slot_)),
       limit_(std::exchange(other.limit_, 0)),
+      budget_share_(std::move(other.budget_share_)),
       range_(std::move(other.range_)),
       chunks_(std::move(other.chunks_)),
       mappings_(std::move(other.mappings_)),
@@ -182,6 +202,7 @@ GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
     mappings_.clear();
     chunks_.clear();
     range_ = std::move(other.range_);
+    budget_share_ = std::move(other.budget_share_);  // after our range is freed
     slot_ = std::move(other.slot_);
     limit_ = std::exchange(other.limit_, 0);
     chunks_ = std::move(other.chunks_);
@@ -197,6 +218,41 @@ GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
   }
   return *this;
 }
+
+void set_default_reservation_limits(const DefaultReservationLimits& limits) noexcept {
+  budget_bytes.store(limits.budget_bytes, std::memory_order_relaxed);
+  fallback_bytes.store(limits.fallback_bytes, std::memory_order_relaxed);
+}
+
+DefaultReservationLimits default_reservation_limits() noexcept {
+  return {budget_bytes.load(std::memory_order_relaxed), fallback_bytes.load(std::memory_order_relaxed)};
+}
+
+std::size_t default_reserved_bytes() noexcept { return budget_used.load(std::memory_order_relaxed); }
+
+namespace detail {
+
+ReservationBudgetShare ReservationBudgetShare::take(std::size_t bytes, std::size_t budget) noexcept {
+  ReservationBudgetShare share;
+  std::size_t used = budget_used.load(std::memory_order_relaxed);
+  do {
+    if (bytes == 0 || bytes > budget || used > budget - bytes) return share;
+  } while (!budget_used.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  share.bytes_ = bytes;
+  return share;
+}
+
+void ReservationBudgetShare::shrink_to(std::size_t bytes) noexcept {
+  if (bytes >= bytes_) return;
+  budget_used.fetch_sub(bytes_ - bytes, std::memory_order_relaxed);
+  bytes_ = bytes;
+}
+
+void ReservationBudgetShare::give_back() noexcept {
+  if (bytes_ != 0) budget_used.fetch_sub(std::exchange(bytes_, 0), std::memory_order_relaxed);
+}
+
+}  // namespace detail
 
 GrowableStats GrowableStorage::stats() const noexcept {
   GrowableStats s = counters_;

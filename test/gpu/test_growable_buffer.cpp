@@ -587,3 +587,40 @@ TEST_CASE("2000 device buffers on a reservation pool share 8 reservations and ke
   }
   CHECK(buffers[7].back_element(s.stream) == poison);
 }
+
+TEST_CASE("1200 default device buffers all get a range: the device's size within the budget, then 4 GiB",
+          "[gpu][growable][api][budget]") {
+  // Without the budget (DefaultReservationLimits) ~900 device-sized reservations fill the
+  // process's ~128 TiB and every later buffer fails (docs/H200.md).
+  test::require_gpu();
+  StreamOwner s;
+  REQUIRE(default_reserved_bytes() == 0);
+  DefaultReservationLimits const limits = default_reservation_limits();
+  std::vector<GrowableBuffer<std::uint64_t>> buffers;
+  buffers.reserve(1200);
+  for (std::uint64_t i = 0; i < 1200; ++i) {
+    buffers.emplace_back(GrowableOptions{}, s.stream);
+    buffers.back().append({poison, poison}, s.stream);
+    buffers.back().set_element_async(0, i, s.stream);
+    buffers.back().set_element_async(1, ~i, s.stream);
+  }
+  std::size_t const granularity = buffers[0].storage().granularity();
+  std::size_t const full = (cuda_backend(0).memory_info(0).total + granularity - 1) / granularity * granularity;
+  std::size_t const full_sized = limits.budget_bytes / full;
+  CHECK(default_reserved_bytes() == full_sized * full);
+  for (std::uint64_t i = 0; i < 1200; ++i) {
+    INFO("buffer " << i);
+    REQUIRE(buffers[i].reserved_bytes() == (i < full_sized ? full : limits.fallback_bytes));
+    REQUIRE(buffers[i].to_vector(s.stream) == std::vector<std::uint64_t>{i, ~i});
+  }
+  std::printf("1200 default buffers: %zu of %zu bytes, %zu of %zu bytes\n", full_sized, full, 1200 - full_sized,
+              limits.fallback_bytes);
+  // A fallback buffer can be filled to its 4 GiB and no further.
+  GrowableBuffer<std::uint64_t>& last = buffers.back();
+  last.resize(last.max_capacity(), poison, s.stream);
+  CHECK_THROWS_AS(last.push_back(1, s.stream), CapacityExceeded);
+  CHECK(last.front_element(s.stream) == 1199);
+  CHECK(last.back_element(s.stream) == poison);
+  buffers.clear();
+  CHECK(default_reserved_bytes() == 0);
+}
