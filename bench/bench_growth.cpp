@@ -8,7 +8,7 @@
 //   cudaMallocAsync_copy_grow_2x  the same, stream-ordered, from the default pool, no host wait
 //   thrust_device_vector          thrust::device_vector::resize (value-initializes, copies)
 //   preallocated                  one cudaMalloc made before the clock starts: the physical limit
-// for each growth of cuvmm-plan's full profile (1, 8, 64, 120 GiB in appends of 4 KiB, 1 MiB,
+// for each growth of cuvmm-plan's full profile (256 MiB to 120 GiB in appends of 4 KiB, 1 MiB,
 // 64 MiB, 1 GiB: plan::device_growth_cases()). Timed: the appends and their fills, ended by a
 // stream synchronization (measure_growth). Counters: p99 host time per append, peak device memory
 // in use over the size (from an untimed second pass), bytes copied, chunks or allocations made,

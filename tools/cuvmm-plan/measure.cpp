@@ -110,9 +110,9 @@ std::unique_ptr<TraceAllocator> make_arena_allocator(Backend& backend, ArenaOpti
 }
 
 std::vector<GrowthCase> device_growth_cases() {
-  return {{1 * GiB, 4 * KiB},    {1 * GiB, 1 * MiB},   {8 * GiB, 1 * MiB},   {1 * GiB, 64 * MiB},
-          {8 * GiB, 64 * MiB},   {64 * GiB, 64 * MiB}, {120 * GiB, 64 * MiB}, {8 * GiB, 1 * GiB},
-          {64 * GiB, 1 * GiB},   {120 * GiB, 1 * GiB}};
+  return {{256 * MiB, 4 * KiB}, {1 * GiB, 1 * MiB},   {8 * GiB, 1 * MiB},    {4 * GiB, 64 * MiB},
+          {8 * GiB, 64 * MiB},  {64 * GiB, 64 * MiB}, {120 * GiB, 64 * MiB}, {8 * GiB, 1 * GiB},
+          {64 * GiB, 1 * GiB},  {120 * GiB, 1 * GiB}};
 }
 
 GrowthRow median_run(std::vector<GrowthRow> runs) {
