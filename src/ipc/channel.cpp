@@ -134,31 +134,42 @@ int milliseconds_until(std::chrono::steady_clock::time_point deadline) {
 
 }  // namespace
 
+ssize_t send_datagram(int socket, std::span<const std::byte> bytes, std::span<const int> fds) noexcept {
+  if (fds.size() > max_datagram_fds) {
+    errno = EINVAL;
+    return -1;
+  }
+  iovec part{const_cast<std::byte*>(bytes.data()), bytes.size()};
+  msghdr header{};
+  header.msg_iov = &part;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * max_datagram_fds)] = {};
+  if (!fds.empty()) {
+    header.msg_control = control;
+    header.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* const rights = CMSG_FIRSTHDR(&header);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(rights), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t sent = 0;
+  do {
+    sent = ::sendmsg(socket, &header, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (sent < 0 && errno == EINTR);
+  return sent;
+}
+
 bool Channel::try_send(const Message& message, int fd) {
   constexpr std::string_view call = "cuvmm::ipc::Channel::send";
   if (!socket_) throw_error(ErrorCode::not_connected, call, "the channel is closed");
   bool const needs_fd = message.handle_type == HandleType::posix_fd;
   if (needs_fd != (fd >= 0))
     throw_invalid_argument(call, needs_fd ? "a posix_fd chunk message needs its fd" : "an fd was given with a message that carries none");
-  WireBytes bytes = encode(message);
-  iovec part{bytes.data(), bytes.size()};
-  msghdr header{};
-  header.msg_iov = &part;
-  header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (needs_fd) {
-    header.msg_control = control;
-    header.msg_controllen = sizeof control;
-    cmsghdr* const rights = CMSG_FIRSTHDR(&header);
-    rights->cmsg_level = SOL_SOCKET;
-    rights->cmsg_type = SCM_RIGHTS;
-    rights->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(rights), &fd, sizeof fd);
-  }
-  ssize_t sent = 0;
-  do {
-    sent = ::sendmsg(socket_.get(), &header, MSG_NOSIGNAL | MSG_DONTWAIT);
-  } while (sent < 0 && errno == EINTR);
+  WireBytes const bytes = encode(message);
+  int const fds[] = {fd};
+  ssize_t const sent = send_datagram(socket_.get(), std::as_bytes(std::span(bytes)),
+                                     needs_fd ? std::span<const int>(fds) : std::span<const int>());
   if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;  // the peer's queue is full
   if (sent < 0) {
     int const error = errno;

@@ -89,23 +89,10 @@ cuvmm::UniqueFd chunk_fd(std::size_t size, bool sealed) {
   return fd;
 }
 
-/// Sends `bytes` as one datagram, with `fd` when it is valid.
+/// Sends `bytes` as one datagram, with `fd` when it is valid; the importer may have hung up.
 void send_raw(int socket, const std::byte* bytes, std::size_t length, int fd) {
-  iovec part{const_cast<std::byte*>(bytes), length};
-  msghdr header{};
-  header.msg_iov = &part;
-  header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    header.msg_control = control;
-    header.msg_controllen = sizeof control;
-    cmsghdr* const rights = CMSG_FIRSTHDR(&header);
-    rights->cmsg_level = SOL_SOCKET;
-    rights->cmsg_type = SCM_RIGHTS;
-    rights->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(rights), &fd, sizeof fd);
-  }
-  (void)::sendmsg(socket, &header, MSG_NOSIGNAL | MSG_DONTWAIT);  // the importer may have hung up
+  int const fds[] = {fd};
+  (void)cuvmm::ipc::send_datagram(socket, {bytes, length}, fd >= 0 ? std::span<const int>(fds) : std::span<const int>());
 }
 
 void check_importer(cuvmm::HostBackend& host, std::uint8_t mode, std::span<const std::byte> rest) {

@@ -67,21 +67,8 @@ UniqueFd raw_connect(const std::filesystem::path& path) {
 }
 
 void send_raw(int socket, const void* bytes, std::size_t length, const std::vector<int>& fds) {
-  iovec part{const_cast<void*>(bytes), length};
-  msghdr header{};
-  header.msg_iov = &part;
-  header.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * (fds.empty() ? 1 : fds.size())), 0);
-  if (!fds.empty()) {
-    header.msg_control = control.data();
-    header.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* const rights = CMSG_FIRSTHDR(&header);
-    rights->cmsg_level = SOL_SOCKET;
-    rights->cmsg_type = SCM_RIGHTS;
-    rights->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(rights), fds.data(), sizeof(int) * fds.size());
-  }
-  REQUIRE(::sendmsg(socket, &header, MSG_NOSIGNAL) == static_cast<ssize_t>(length));
+  REQUIRE(cuvmm::ipc::send_datagram(socket, {static_cast<const std::byte*>(bytes), length}, fds) ==
+          static_cast<ssize_t>(length));
 }
 
 /// Sends `bytes` with `fds` from a raw peer and returns what the checked end's receive() threw.
@@ -337,4 +324,43 @@ TEST_CASE("send to a peer that never reads throws 'timed out' after send_timeout
     client.send(cuvmm::ipc::size_message(sent, 0));
   }
   CHECK(open_fd_count() == fd_baseline);
+}
+
+TEST_CASE("send_datagram sends bytes and descriptors whole, refuses more than max_datagram_fds, never blocks",
+          "[ipc][channel]") {
+  int pair[2] = {-1, -1};
+  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == 0);
+  UniqueFd const a(pair[0]), b(pair[1]);
+  std::byte const bytes[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
+  std::vector<int> const too_many(cuvmm::ipc::max_datagram_fds + 1, a.get());
+  errno = 0;
+  CHECK(cuvmm::ipc::send_datagram(a.get(), bytes, too_many) == -1);
+  CHECK(errno == EINVAL);
+  int const one[] = {a.get()};
+  REQUIRE(cuvmm::ipc::send_datagram(a.get(), bytes, one) == 3);
+  std::byte got[8] = {};
+  iovec part{got, sizeof got};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 2)] = {};
+  msghdr header{};
+  header.msg_iov = &part;
+  header.msg_iovlen = 1;
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  REQUIRE(::recvmsg(b.get(), &header, MSG_CMSG_CLOEXEC) == 3);  // the refused one never went
+  CHECK(got[0] == std::byte{1});
+  CHECK(got[2] == std::byte{3});
+  cmsghdr* const rights = CMSG_FIRSTHDR(&header);
+  REQUIRE(rights != nullptr);
+  CHECK(rights->cmsg_len == CMSG_LEN(sizeof(int)));
+  int received = -1;
+  std::memcpy(&received, CMSG_DATA(rights), sizeof received);
+  UniqueFd const owned(received);
+  CHECK(owned.valid());
+  // A full queue is EAGAIN at once, not a wait.
+  ssize_t sent = 0;
+  int sends = 0;
+  while ((sent = cuvmm::ipc::send_datagram(a.get(), bytes)) == 3) ++sends;
+  CHECK(sent == -1);
+  CHECK(errno == EAGAIN);
+  CHECK(sends > 0);
 }

@@ -19,8 +19,10 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <cuvmm/ipc/message.hpp>
@@ -53,6 +55,16 @@ struct Received {
   Message message;
   UniqueFd fd;
 };
+
+/// Most descriptors send_datagram() attaches to one datagram.
+inline constexpr std::size_t max_datagram_fds = 64;
+
+/// Sends `bytes` as one datagram on the SOCK_SEQPACKET socket `socket`, with `fds` attached
+/// (SCM_RIGHTS), without blocking and without SIGPIPE; retried on EINTR. Returns what sendmsg
+/// returned: the bytes sent, or -1 with errno set (EAGAIN: the peer's queue is full; EINVAL: more
+/// than max_datagram_fds descriptors). Channel sends through it; tests and fuzzers use it to play a
+/// peer that breaks the protocol, which a Channel would refuse to encode.
+ssize_t send_datagram(int socket, std::span<const std::byte> bytes, std::span<const int> fds = {}) noexcept;
 
 class Channel {
  public:
