@@ -27,10 +27,15 @@
 // Churn: moving a page between addresses (unmap, map, grant: ~40 µs per page on the H200) is what
 // a replayed trace spends its time on, so the ladder moves as few pages as it can, and the stats
 // count them (pages_moved). A cached run shorter than the request grows in place when the
-// addresses next to it are free (only the missing pages are mapped); a cached large-layout span
-// serves any request up to its size from its front (the rest stays cached; when the request ends
-// inside a large page, that page alone is swapped for small ones). Stitching scattered pages
-// behind new addresses is the fallback that beats fragmentation, not the common path.
+// addresses next to it are free (only the missing pages are mapped). A cached large-layout span is
+// large pages then a small tail, and any whole pages of it serve a request as they lie: a small
+// request takes small pages of its tail; a large request whose small pages its tail holds takes
+// its last large pages and the front of its tail; else a large request takes the span's front (when
+// the request ends inside a large page, that page alone is swapped for small ones). What a request
+// leaves of a span stays cached. Stitching scattered pages behind new addresses is the fallback
+// that beats fragmentation, not the common path; it unmaps only the smallest cached spans that give
+// it the large pages it lacks. test/unit/test_arena_trace.cpp replays cuvmm-plan's traces and
+// bounds the pages moved.
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>
@@ -116,6 +121,9 @@ struct Arena::State {
   // The policy; all run under `lock` -------------------------------------------------------------
   Run obtain_pages(std::size_t slots, StreamCache& s);
   std::optional<Run> take_cached(StreamCache& c, std::size_t slots, StreamCache& requester);
+  std::optional<Run> take_span_end(StreamCache& c, std::size_t slots);
+  std::optional<Run> take_span_tail(StreamCache& c, std::size_t slots);
+  [[nodiscard]] std::size_t small_tail(std::size_t first, std::size_t held) const noexcept;
   std::optional<Run> take_from_other_stream(StreamCache& s, std::size_t slots);
   std::optional<Run> extend_cached_run(StreamCache& s, std::size_t slots);
   std::optional<Run> extend_cached_span(StreamCache& s, std::size_t slots);
@@ -191,16 +199,18 @@ std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s) {
 }
 
 /// `slots` for `requester` from `c`'s cache (c is the requester's or, after an event wait, another
-/// stream's): the best-fitting small extent for a small layout; for a large layout the front of
-/// the smallest cached span that holds the request. The rest of the span stays cached on `c`. When
-/// the request ends inside a large page of the span, that one page is unmapped (after a host wait
-/// for `c`) and the request's small pages are mapped in its place (steps 5-10 for them): a few
-/// pages move instead of all of them.
+/// stream's), as it lies whenever it can be: for a small layout the best-fitting small extent, else
+/// the small pages at the end of a cached large-layout span; for a large layout the end of a span
+/// whose small tail holds the request's small pages, else the front of the smallest span that
+/// holds the request. The rest of a span stays cached on `c`. Only in that last case, when the
+/// request ends inside a large page of the span, is that one page unmapped (after a host wait for
+/// `c`) and the request's small pages mapped in its place (steps 5-10 for them).
 std::optional<Arena::State::Run> Arena::State::take_cached(StreamCache& c, std::size_t slots, StreamCache& requester) {
   if (!pool.large_layout(slots)) {
-    auto const first = caches.take_pages(c, slots);
-    return first ? std::optional<Run>(Run{*first, slots}) : std::nullopt;
+    if (auto const first = caches.take_pages(c, slots)) return Run{*first, slots};
+    return take_span_tail(c, slots);
   }
+  if (auto const run = take_span_end(c, slots)) return run;
   auto const span = caches.take_large_span(c, slots);
   if (!span) return std::nullopt;
   auto const [first, held] = *span;
@@ -231,6 +241,65 @@ std::optional<Arena::State::Run> Arena::State::take_cached(StreamCache& c, std::
     throw;
   }
   return Run{first, slots};
+}
+
+/// Slots of small pages at the end of the cached large-layout span [first, first + held): the part
+/// behind its last whole large page, when a small page starts there (0 when that part is empty).
+std::size_t Arena::State::small_tail(std::size_t first, std::size_t held) const noexcept {
+  std::size_t const tail = held % pool.slots_per_large();
+  return tail != 0 && pool.small_page_at(first + held - tail) ? tail : 0;
+}
+
+/// A large-layout request of a large pages and r small ones (r > 0) from the end of one of `c`'s
+/// cached spans (the smallest of the few that fit) with at least a large pages and r small ones
+/// behind them: the request takes its last a large pages and the first r of its small tail, all
+/// mapped where they are. The span's large pages before stay cached as a span, its small pages
+/// after as a small extent. Nothing when no span has such an end.
+std::optional<Arena::State::Run> Arena::State::take_span_end(StreamCache& c, std::size_t slots) {
+  constexpr int spans_tried = 8;
+  std::size_t const large = pool.slots_per_large();
+  std::size_t const bulk = slots / large * large;  // slots of the request's large pages
+  std::size_t const small = slots - bulk;
+  if (small == 0) return std::nullopt;  // the front of a span serves it with nothing moved
+  auto const found = caches.find_large_span(c, slots, spans_tried, [&](std::size_t first, std::size_t held) {
+    std::size_t const tail = small_tail(first, held);
+    return tail >= small && held - tail >= bulk;
+  });
+  if (!found) return std::nullopt;
+  auto const [first, held] = *found;
+  std::size_t const tail = small_tail(first, held);
+  std::size_t const start = first + held - tail - bulk;  // a multiple of L past `first`
+  caches.remove_large_span(c, first, held);
+  bool front_cached = false;
+  try {
+    if (start > first) (caches.put_pages(c, first, start - first, true), front_cached = true);
+    if (tail > small) caches.put_pages(c, start + slots, tail - small, false);
+  } catch (...) {
+    if (front_cached) caches.remove_large_span(c, first, start - first);
+    caches.put_pages(c, first, held, true);  // as it was
+    throw;
+  }
+  return Run{start, slots};
+}
+
+/// A small-layout request from the small pages at the end of one of `c`'s cached large-layout spans
+/// (the smallest of the few whose tail holds it): mapped where they are; the span, shorter by the
+/// request, stays cached. Nothing when no span has such a tail.
+std::optional<Arena::State::Run> Arena::State::take_span_tail(StreamCache& c, std::size_t slots) {
+  constexpr int spans_tried = 8;
+  if (c.large_spans.empty()) return std::nullopt;
+  auto const found = caches.find_large_span(c, pool.slots_per_large() + slots, spans_tried,
+                                            [&](std::size_t first, std::size_t held) { return small_tail(first, held) >= slots; });
+  if (!found) return std::nullopt;
+  auto const [first, held] = *found;
+  caches.remove_large_span(c, first, held);
+  try {
+    caches.put_pages(c, first, held - slots, true);  // at least one large page stays
+  } catch (...) {
+    caches.put_pages(c, first, held, true);  // as it was
+    throw;
+  }
+  return Run{first + held - slots, slots};
 }
 
 /// A free run of addresses; when there is none, cached memory holds them: reclaim it and look again.
@@ -321,7 +390,12 @@ std::optional<Arena::State::Run> Arena::State::extend_cached_span(StreamCache& s
 /// (and spans) for the small pages the pools cannot give.
 void Arena::State::unmap_own_cache(StreamCache& s, const PagePool::Span& span) {
   wait_for(s);
-  if (span.large_missing() > 0) unmap_large_spans(s);
+  while (pool.pooled_pages(PagePool::Size::large) < span.large_missing()) {  // the smallest spans, as few as will do
+    auto const cached = caches.pop_large_span(s);
+    if (!cached) break;
+    pool.unmap(cached->first, cached->second);
+    ++counters.reclaims;
+  }
   std::size_t const pooled = pool.pooled_pages(PagePool::Size::small);
   if (span.small_missing() > pooled) unmap_cached(s, span.small_missing() - pooled);
 }

@@ -85,6 +85,17 @@ class StreamCaches {
   std::optional<std::size_t> take_pages(StreamCache& c, std::size_t slots);
   /// Removes and returns `c`'s smallest large-layout span of at least `slots` as (first, slots).
   std::optional<std::pair<std::size_t, std::size_t>> take_large_span(StreamCache& c, std::size_t slots);
+  /// Among `c`'s cached large-layout spans of at least `slots` (the smallest first, at most
+  /// `tries` of them) the first for which `fits(first, held)` holds, as (first, held), left in
+  /// place; nothing when none of them does.
+  template <class Fits>
+  [[nodiscard]] std::optional<std::pair<std::size_t, std::size_t>> find_large_span(const StreamCache& c, std::size_t slots,
+                                                                                   int tries, Fits&& fits) const {
+    for (auto it = c.large_spans.lower_bound(slots); it != c.large_spans.end() && tries > 0; ++it, --tries) {
+      if (fits(it->second, it->first)) return std::pair{it->second, it->first};
+    }
+    return std::nullopt;
+  }
   /// Removes `c`'s cached large-layout span at `first` of `slots`, which must be there.
   void remove_large_span(StreamCache& c, std::size_t first, std::size_t slots) noexcept;
   /// Removes [first, first + slots), which lies inside one of `c`'s small extents.
