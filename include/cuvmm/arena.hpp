@@ -76,7 +76,7 @@ struct ArenaOptions {
   /// cuvmm::Unsupported, and the request with it).
   Compression compression = Compression::none;
   /// Who may access the memory. Empty: read-write for `device`.
-  std::vector<AccessGrant> access;
+  std::vector<AccessGrant> access{};
 };
 
 /// A statistic as {current, peak, total}: total adds up every increase ever made.

@@ -51,6 +51,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -117,8 +118,8 @@ struct Arena::State {
     std::size_t first = 0;      // first slot
     std::size_t pages = 0;      // slots
     std::size_t bytes = 0;      // as requested
+    std::uint32_t tail = 0;     // slots of its last large page behind it, lent (shared tails)
     bool large_layout = false;  // starts with large pages: cached whole, never split
-    std::size_t held = 0;       // slots of the whole pages it holds: more than `pages` when its tail is lent
     bool lent = false;          // in lent slots: freed back into them
   };
 
@@ -365,13 +366,14 @@ void Arena::State::give_back_lent(StreamCache& c, std::size_t first, std::size_t
 /// too. Throws only std::bad_alloc, and then nothing changed.
 void Arena::State::free_span(StreamCache& c, const LiveSpan& live) {
   if (live.lent) return give_back_lent(c, live.first, live.pages);
-  if (live.held == live.pages) return caches.put_pages(c, live.first, live.pages, live.large_layout);
-  std::size_t const tail = live.held - live.pages;
-  std::size_t const last = live.first + live.held - pool.slots_per_large();  // the last large page
+  if (live.tail == 0) return caches.put_pages(c, live.first, live.pages, live.large_layout);
+  std::size_t const tail = live.tail;
+  std::size_t const held = live.pages + tail;
+  std::size_t const last = live.first + held - pool.slots_per_large();  // the last large page
   if (c.lent.count_from(live.first + live.pages) >= tail) {  // the whole tail is free here
     c.lent.erase(live.first + live.pages, tail);
     try {
-      caches.put_pages(c, live.first, live.held, true);
+      caches.put_pages(c, live.first, held, true);
     } catch (...) {
       c.lent.insert(live.first + live.pages, tail);
       throw;
@@ -668,7 +670,7 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
       }
     }
     address = st.pool.slot_address(run.first);
-    State::LiveSpan const live{run.first, pages, bytes, large, run.slots, run.lent};
+    State::LiveSpan const live{run.first, pages, bytes, static_cast<std::uint32_t>(run.slots - pages), large, run.lent};
     auto const give_back = [&] {
       if (run.lent) {
         st.give_back_lent(s, run.first, run.slots);
@@ -713,7 +715,11 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
                                                       ")");
     }
     StreamCache& s = st.caches.get(stream);  // registered only once the free is known to be right
-    st.free_span(s, live);
+    if (live.tail == 0 && !live.lent) {  // (the common case, inline)
+      st.caches.put_pages(s, live.first, live.pages, live.large_layout);
+    } else {
+      st.free_span(s, live);
+    }
     st.live_spans.erase(span);
   } else {
     st.deallocate_block(address, bytes, stream);
