@@ -53,9 +53,12 @@
 #include <bit>
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <cuvmm/counting_backend.hpp>
 #include <cuvmm/cuda_backend.hpp>

@@ -7,7 +7,10 @@
 #include "allocators/stream_caches.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <new>
+#include <optional>
+#include <utility>
 
 namespace cuvmm::detail {
 
