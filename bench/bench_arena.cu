@@ -1,6 +1,8 @@
 // Arena benchmarks on one GPU, side by side in one run:
 //   pair/...    alloc+free pair latency for a cached size (warmed up, one stream): Arena,
 //               cudaMallocAsync (default pool, warmed up), cudaMalloc. Repeated; compare medians.
+//               pair/arena_host is the Arena on the host backend (its bookkeeping alone; runs
+//               without a GPU: --benchmark_filter=pair/arena_host).
 //   trace/...   a random mixed-size trace (1 B to 1 GiB, tens of GiB live) replayed by cuvmm-plan's
 //               own replay (tools/cuvmm-plan/measure.hpp: replay_trace, make_arena_allocator, and
 //               device_runtime.hpp's cudaMallocAsync baseline), so the benchmark and the tool
@@ -8,7 +10,8 @@
 //               allocator held, mean_utilization over the replay, replay_s (allocator calls only).
 //               By default the trace of cuvmm-plan's full profile on a GPU (10000 allocations,
 //               40 GiB live, seed 1234); PyTorch's caching allocator replays the same trace in
-//               tools/cuvmm-plan/torch_trace.py.
+//               tools/cuvmm-plan/torch_trace.py. trace/arena_shared_tails: the Arena with
+//               ArenaOptions::share_large_page_tails (whole large pages, tails lent).
 //   sort/...    thrust::sort of 2^28 uint32 keys in place with ThrustAllocator (temporary storage
 //               from the Arena) and with Thrust's default allocator, vs cub::DeviceRadixSort with
 //               every buffer allocated beforehand (in place with a DoubleBuffer, as thrust::sort
@@ -37,6 +40,7 @@
 
 #include <cuvmm/arena.hpp>
 #include <cuvmm/cuda_backend.hpp>
+#include <cuvmm/host_backend.hpp>
 #include <cuvmm/thrust_allocator.hpp>
 
 #include "bench_support.hpp"
@@ -68,6 +72,21 @@ void BM_PairArena(benchmark::State& state) {
     void* p = arena.allocate(bytes, s.stream);
     benchmark::DoNotOptimize(p);
     arena.deallocate(p, bytes, s.stream);
+  }
+  state.counters["driver_calls"] = static_cast<double>(arena.stats().maps);
+}
+
+/// The same pair on the host backend (2 MiB granularity, as on the H200): the Arena's bookkeeping
+/// alone, measurable on any machine.
+void BM_PairArenaHost(benchmark::State& state) {
+  auto const bytes = static_cast<std::size_t>(state.range(0));
+  cuvmm::HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
+  cuvmm::Arena arena(backend);
+  arena.deallocate(arena.allocate(bytes), bytes);  // warm: the size is cached
+  for (auto _ : state) {
+    void* p = arena.allocate(bytes);
+    benchmark::DoNotOptimize(p);
+    arena.deallocate(p, bytes);
   }
   state.counters["driver_calls"] = static_cast<double>(arena.stats().maps);
 }
@@ -131,6 +150,16 @@ constexpr std::size_t timeline_points = 2000;  // as cuvmm-plan samples
 void BM_TraceArena(benchmark::State& state) {
   cuvmm::ArenaOptions options;
   options.page_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
+  for (auto _ : state) {
+    auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
+    report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
+  }
+}
+
+/// The trace on a cuvmm::Arena with ArenaOptions::share_large_page_tails (2 MiB pages).
+void BM_TraceArenaSharedTails(benchmark::State& state) {
+  cuvmm::ArenaOptions options;
+  options.share_large_page_tails = true;
   for (auto _ : state) {
     auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
     report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
@@ -220,9 +249,11 @@ void BM_SortCub(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_PairArena)->Name("pair/arena")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(5)->ReportAggregatesOnly(false);
+BENCHMARK(BM_PairArenaHost)->Name("pair/arena_host")->Arg(64 << 10)->Arg(1 << 20)->Arg(4 << 20)->Repetitions(5)->ReportAggregatesOnly(false);
 BENCHMARK(BM_PairMallocAsync)->Name("pair/cudaMallocAsync")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(5);
 BENCHMARK(BM_PairMalloc)->Name("pair/cudaMalloc")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(3);
 BENCHMARK(BM_TraceArena)->Name("trace/arena")->ArgName("page_MiB")->Arg(2)->Arg(8)->Arg(32)->Arg(64)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TraceArenaSharedTails)->Name("trace/arena_shared_tails")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceMallocAsync)->Name("trace/cudaMallocAsync")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<true>)->Name("sort/thrust_arena")->ArgName("page_MiB")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<false>)->Name("sort/thrust_default")->Arg(0)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);

@@ -60,6 +60,15 @@ struct ArenaOptions {
   /// than on memory from cudaMalloc); 32 MiB pages are not. A power of two and a multiple of
   /// page_bytes; 0 turns large pages off. When the device cannot give one, small pages are used.
   std::size_t large_page_bytes = std::size_t{32} << 20;
+  /// Requests of large_page_bytes or more take whole large pages (no small pages behind them), and
+  /// what the last one holds beyond the request is lent to later requests of whole small pages on
+  /// the same stream while the request lives. Freed memory then stays in runs of whole large
+  /// pages that later large requests reuse as they lie, so far fewer pages move between addresses
+  /// (each move costs ~40 us on the H200): on cuvmm-plan's H200 traces about 2.4x fewer pages
+  /// moved and driver calls, for a lower utilization (0.89 instead of 0.94 on the quick trace,
+  /// 0.92 instead of 0.98 on the full one), as lent tails are not all borrowed. Off by default.
+  /// When the device cannot give the whole last large page, the request is served without it.
+  bool share_large_page_tails = false;
   /// Most physical bytes the arena may hold at once. 0: as much as the device gives.
   std::size_t byte_limit = 0;
   /// Generic compression on every page: none, preferred (ordinary memory where the device does
@@ -67,7 +76,7 @@ struct ArenaOptions {
   /// cuvmm::Unsupported, and the request with it).
   Compression compression = Compression::none;
   /// Who may access the memory. Empty: read-write for `device`.
-  std::vector<AccessGrant> access;
+  std::vector<AccessGrant> access{};
 };
 
 /// A statistic as {current, peak, total}: total adds up every increase ever made.

@@ -44,6 +44,13 @@ class ExtentSet {
     --it;
     return it->first + it->second == end ? it->second : 0;
   }
+  /// Whether [first, first + count) lies inside one extent of the set.
+  [[nodiscard]] bool covers(std::size_t first, std::size_t count) const noexcept {
+    auto it = by_first_.upper_bound(first);
+    if (it == by_first_.begin()) return false;
+    --it;
+    return it->first + it->second >= first + count;
+  }
   /// The largest extent, then the next largest, ... (at most `tries` of them) for which
   /// `fits(first, count)` holds; nothing when none of them does. O(tries + log n).
   template <class Fits>

@@ -68,6 +68,11 @@ class PagePool {
   [[nodiscard]] std::size_t free_from(std::size_t slot) const noexcept { return free_slots_.count_from(slot); }
   /// Free slots right before `slot` (0 when no free run ends there).
   [[nodiscard]] std::size_t free_before(std::size_t slot) const noexcept { return free_slots_.count_before(slot); }
+  /// Whether a small page is mapped with its start at `slot`.
+  [[nodiscard]] bool small_page_at(std::size_t slot) const noexcept {
+    auto const it = mapped_.find(slot);
+    return it != mapped_.end() && it->second.page.size() == options_.page;
+  }
   /// Pages mapped again after having been unmapped (moved between addresses), ever. A page
   /// created and mapped for the first time is not counted.
   [[nodiscard]] std::size_t pages_moved() const noexcept { return pages_moved_; }

@@ -7,7 +7,10 @@
 #include "allocators/stream_caches.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <new>
+#include <optional>
+#include <utility>
 
 namespace cuvmm::detail {
 
@@ -92,20 +95,52 @@ void StreamCaches::index_blocks(StreamCache& c, std::size_t k) noexcept {
 }
 
 void StreamCaches::put_pages(StreamCache& c, std::size_t first, std::size_t slots, bool large_layout) {
-  if (large_layout) {
-    auto const span = c.large_spans.emplace(slots, first);
-    try {
-      large_spans_.emplace(slots, c.id);
-    } catch (...) {
-      c.large_spans.erase(span);
-      throw;
-    }
-    return;
-  }
+  if (large_layout) return put_large_span(c, first, slots);
   std::size_t const before = c.pages.largest();
   c.pages.insert(first, slots);
   cached_pages_ += slots;
   index_largest(c, before);
+}
+
+void StreamCaches::put_large_span(StreamCache& c, std::size_t first, std::size_t slots) {
+  std::size_t const large = slots_per_large_;
+  std::optional<std::pair<std::size_t, std::size_t>> before;  // (first, slots) of the spans it merges with
+  std::optional<std::pair<std::size_t, std::size_t>> after;
+  if (large != 0) {
+    auto const next = c.span_at.lower_bound(first);
+    if (next != c.span_at.end() && next->first == first + slots && slots % large == 0) after = *next;
+    if (next != c.span_at.begin()) {
+      auto const previous = std::prev(next);
+      if (previous->first + previous->second == first && previous->second % large == 0) before = *previous;
+    }
+  }
+  std::size_t const merged_first = before ? before->first : first;
+  std::size_t const merged_slots = (before ? before->second : 0) + slots + (after ? after->second : 0);
+  // Every node is made first (strong guarantee); then the merged spans' entries go (noexcept), the
+  // span_at node of the one before standing for the merged span.
+  auto const by_size = c.large_spans.emplace(merged_slots, merged_first);
+  auto index = large_spans_.end();
+  try {
+    index = large_spans_.emplace(merged_slots, c.id);
+    if (!before) c.span_at.emplace(merged_first, merged_slots);
+  } catch (...) {
+    if (index != large_spans_.end()) large_spans_.erase(index);
+    c.large_spans.erase(by_size);
+    throw;
+  }
+  if (before) {
+    erase_large_span(c, before->first, before->second, false);
+    c.span_at.find(merged_first)->second = merged_slots;
+  }
+  if (after) erase_large_span(c, after->first, after->second, true);
+}
+
+void StreamCaches::erase_large_span(StreamCache& c, std::size_t first, std::size_t slots, bool by_first) noexcept {
+  auto it = c.large_spans.equal_range(slots).first;
+  while (it->second != first) ++it;
+  c.large_spans.erase(it);
+  if (by_first) c.span_at.erase(first);
+  large_spans_.erase(large_spans_.find({slots, c.id}));
 }
 
 std::optional<std::size_t> StreamCaches::take_pages(StreamCache& c, std::size_t slots) {
@@ -122,16 +157,12 @@ std::optional<std::pair<std::size_t, std::size_t>> StreamCaches::take_large_span
   auto const it = c.large_spans.lower_bound(slots);
   if (it == c.large_spans.end()) return std::nullopt;
   auto const [held, first] = *it;
-  c.large_spans.erase(it);
-  large_spans_.erase(large_spans_.find({held, c.id}));
+  erase_large_span(c, first, held, true);
   return std::pair{first, held};
 }
 
 void StreamCaches::remove_large_span(StreamCache& c, std::size_t first, std::size_t slots) noexcept {
-  auto [it, end] = c.large_spans.equal_range(slots);
-  while (it->second != first) ++it;
-  c.large_spans.erase(it);
-  large_spans_.erase(large_spans_.find({slots, c.id}));
+  erase_large_span(c, first, slots, true);
 }
 
 void StreamCaches::remove_pages(StreamCache& c, std::size_t first, std::size_t slots) {
@@ -176,8 +207,7 @@ std::optional<std::pair<std::size_t, std::size_t>> StreamCaches::pop_large_span(
   if (c.large_spans.empty()) return std::nullopt;
   auto const it = c.large_spans.begin();  // the smallest: its small pages are the most use
   auto const [slots, first] = *it;
-  c.large_spans.erase(it);
-  large_spans_.erase(large_spans_.find({slots, c.id}));
+  erase_large_span(c, first, slots, true);
   return std::pair{first, slots};
 }
 

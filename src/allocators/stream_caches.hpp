@@ -1,7 +1,9 @@
 // stream_caches.hpp: what each stream freed into the Arena, and how to find it from another stream.
 //
 // Owns: one StreamCache per stream the Arena has seen (its ordering marker, its mapped free page
-//   extents, its freed large-layout spans, its free blocks and the slabs it opened, per size class),
+//   extents, its freed large-layout spans (a span of whole large pages merged with the one cached
+//   right behind it), its lent slots (kept here, decided by the Arena), its free blocks and the
+//   slabs it opened, per size class),
 //   a hash map from stream handle to cache, and three indexes so that no operation scans streams:
 //   streams by their largest free extent, freed large-layout spans by size, and per size class the
 //   streams with free blocks. Streams are kept in registration order (an id) for the few whole-arena
@@ -43,6 +45,8 @@ struct StreamCache {
   std::uint64_t id = 0;                                   // registration order
   ExtentSet pages;                                        // mapped free small-layout slots freed here
   std::multimap<std::size_t, std::size_t> large_spans;    // freed large-layout spans: slots → first slot
+  std::map<std::size_t, std::size_t> span_at;            // the same spans: first slot → slots
+  ExtentSet lent;                                         // free slots of large pages that a live allocation still uses
   // Per size class, made on the stream's first small request or free (empty until then, so that
   // thousands of streams that never touch a slab cost a few bytes each):
   std::vector<std::vector<Address>> free_blocks;          // per size class: blocks freed here
@@ -54,7 +58,10 @@ struct StreamCache {
 
 class StreamCaches {
  public:
-  StreamCaches(StreamOrder& order, std::size_t size_classes) : order_(&order), classes_(size_classes), by_class_(size_classes) {}
+  /// `slots_per_large` (L): a cached large-layout span whose length is a multiple of L merges with
+  /// the span of the same stream that starts right behind it (0: spans never merge).
+  StreamCaches(StreamOrder& order, std::size_t size_classes, std::size_t slots_per_large = 0)
+      : order_(&order), classes_(size_classes), slots_per_large_(slots_per_large), by_class_(size_classes) {}
   ~StreamCaches();
   StreamCaches(const StreamCaches&) = delete;
   StreamCaches& operator=(const StreamCaches&) = delete;
@@ -80,11 +87,26 @@ class StreamCaches {
 
   // Mapped free pages ----------------------------------------------------------------------------
   /// Caches [first, first + slots) on `c`: an extent of small pages, or a whole large-layout span.
+  /// A span merges with `c`'s span that ends right before it when that one's length is a multiple
+  /// of L, and with the one that starts right behind it when its own length is (so a merged span
+  /// is still whole large pages, or runs of L small pages, then small pages). Throws only
+  /// std::bad_alloc, and then nothing changed.
   void put_pages(StreamCache& c, std::size_t first, std::size_t slots, bool large_layout);
   /// Takes `slots` from `c`'s small extents (best fit); nothing when no extent is that long.
   std::optional<std::size_t> take_pages(StreamCache& c, std::size_t slots);
   /// Removes and returns `c`'s smallest large-layout span of at least `slots` as (first, slots).
   std::optional<std::pair<std::size_t, std::size_t>> take_large_span(StreamCache& c, std::size_t slots);
+  /// Among `c`'s cached large-layout spans of at least `slots` (the smallest first, at most
+  /// `tries` of them) the first for which `fits(first, held)` holds, as (first, held), left in
+  /// place; nothing when none of them does.
+  template <class Fits>
+  [[nodiscard]] std::optional<std::pair<std::size_t, std::size_t>> find_large_span(const StreamCache& c, std::size_t slots,
+                                                                                   int tries, Fits&& fits) const {
+    for (auto it = c.large_spans.lower_bound(slots); it != c.large_spans.end() && tries > 0; ++it, --tries) {
+      if (fits(it->second, it->first)) return std::pair{it->second, it->first};
+    }
+    return std::nullopt;
+  }
   /// Removes `c`'s cached large-layout span at `first` of `slots`, which must be there.
   void remove_large_span(StreamCache& c, std::size_t first, std::size_t slots) noexcept;
   /// Removes [first, first + slots), which lies inside one of `c`'s small extents.
@@ -123,9 +145,14 @@ class StreamCaches {
   StreamCache& get_remembering(Stream stream);                                // get() through the hash map
   void index_largest(StreamCache& c, std::size_t before) noexcept;  // after c.pages changed
   void index_blocks(StreamCache& c, std::size_t size_class) noexcept;  // after c.free_blocks[size_class] changed
+  void put_large_span(StreamCache& c, std::size_t first, std::size_t slots);
+  /// Removes `c`'s span at `first` of `slots` (which must be there) from the indexes, and from
+  /// span_at too when `by_first`.
+  void erase_large_span(StreamCache& c, std::size_t first, std::size_t slots, bool by_first) noexcept;
 
   StreamOrder* order_;
   std::size_t classes_;
+  std::size_t slots_per_large_ = 0;                                      // L; 0: spans never merge
   std::uint64_t next_id_ = 0;
   std::map<std::uint64_t, std::unique_ptr<StreamCache>> by_id_;        // owner, registration order
   std::unordered_map<Stream, StreamCache*> by_stream_;                  // lookup by handle

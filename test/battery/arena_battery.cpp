@@ -439,25 +439,46 @@ TEST_CASE("a request of a large page or more gets large pages at an aligned addr
   CHECK(arena.stats().maps == 5);
   arena.deallocate(again, bytes, stream);
 
-  // A smaller size takes the cached span's front: its first large page stays mapped; the second,
-  // in which the request ends, is unmapped and one small page is mapped in its place (the one of
-  // the span's small tail that the request's own cache gives up). Nothing is created.
+  // A smaller size whose small pages the span's small tail holds takes the span's end: its last
+  // large page and the first small page of its tail, mapped where they lie. Nothing is mapped,
+  // unmapped or created; the front large page stays cached, and so do the tail's other two pages.
   std::size_t const other = large + page;
-  ArenaStats const before = arena.stats();
+  ArenaStats before = arena.stats();
   void* q = arena.allocate(other, stream);
-  CHECK(q == p);
+  CHECK(q == static_cast<std::byte*>(p) + large);
+  CHECK(reinterpret_cast<std::uintptr_t>(q) % large == 0);
   s = arena.stats();
   CHECK(s.chunks_created == 5);
-  CHECK(s.maps - before.maps == 1);
-  CHECK(s.unmaps - before.unmaps == 2);
-  CHECK(s.pages_moved - before.pages_moved == 1);
-  CHECK(s.reclaims - before.reclaims == 2);  // the large page, then one small page of the tail
-  CHECK(s.bytes_physical.current == 2 * large + 3 * page);  // one large page pooled
-  CHECK(s.bytes_mapped.current == large + 3 * page);
+  CHECK(s.maps == before.maps);
+  CHECK(s.unmaps == before.unmaps);
+  CHECK(s.pages_moved == before.pages_moved);
+  CHECK(s.bytes_mapped.current == 2 * large + 3 * page);
   memory->write_pattern(q, other, 12, stream);
   CHECK(memory->mismatches(q, other, 12, stream) == 0);
   arena.deallocate(q, other, stream);
   CHECK(arena.trim() == 2 * large + 3 * page);
+
+  // A span with no small tail: a request that ends inside its second large page keeps the first,
+  // and that second one is unmapped; with no small page pooled or cached, the idle large page is
+  // released and one small page is created in its place. Nothing already mapped moves.
+  void* whole = arena.allocate(2 * large, stream);
+  arena.deallocate(whole, 2 * large, stream);
+  before = arena.stats();
+  void* cut = arena.allocate(other, stream);
+  CHECK(cut == whole);
+  s = arena.stats();
+  CHECK(s.chunks_created - before.chunks_created == 1);
+  CHECK(s.chunks_released - before.chunks_released == 1);
+  CHECK(s.maps - before.maps == 1);
+  CHECK(s.unmaps - before.unmaps == 1);
+  CHECK(s.pages_moved == before.pages_moved);
+  CHECK(s.reclaims - before.reclaims == 1);
+  CHECK(s.bytes_physical.current == large + page);
+  CHECK(s.bytes_mapped.current == large + page);
+  memory->write_pattern(cut, other, 13, stream);
+  CHECK(memory->mismatches(cut, other, 13, stream) == 0);
+  arena.deallocate(cut, other, stream);
+  CHECK(arena.trim() == large + page);
 }
 
 TEST_CASE("large pages the device will not give are replaced by small pages", "[arena][battery]") {
@@ -843,15 +864,16 @@ TEST_CASE("a failure while growing or cutting a cached run keeps what stays mapp
     arena.deallocate(q, 2 * page, stream);
   }
   SECTION("a large span cut inside a large page") {
-    void* p = arena.allocate(2 * large + page, stream);
-    arena.deallocate(p, 2 * large + page, stream);
+    void* p = arena.allocate(2 * large, stream);  // no small tail: the cut unmaps the second large page
+    arena.deallocate(p, 2 * large, stream);
     faulty.fail_nth(1, {BackendOp::map});
     CHECK_THROWS_AS(arena.allocate(large + page, stream), Error);
     CHECK(faulty.fired());
     faulty.disarm();
     ArenaStats const failed = arena.stats();
     CHECK(failed.chunks_created == 3);
-    CHECK(failed.bytes_physical.current == 2 * large + page);  // the second large page and the small one pooled
+    CHECK(failed.chunks_released == 2);  // the idle second large page, then the small page created for the request
+    CHECK(failed.bytes_physical.current == large);
     CHECK(failed.bytes_mapped.current == large);
     CHECK(memory->backend().live_counts().bytes_mapped == large);
     void* q = arena.allocate(large, stream);  // the front is still cached, still mapped

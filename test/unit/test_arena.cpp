@@ -1,6 +1,7 @@
 // Arena on the host backend: the allocator battery (test/battery) on host memory, the extent set
 // underneath, and every-k fault injection with leak checks on the backend's real tally.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
@@ -127,6 +128,8 @@ TEST_CASE("a failure at any backend call leaves the arena as it was and leaks no
   std::size_t const fds = test::open_fd_count();
   auto const stream_a = reinterpret_cast<Stream>(std::uintptr_t{64});
   auto const stream_b = reinterpret_cast<Stream>(std::uintptr_t{128});
+  bool const share_tails = GENERATE(false, true);  // with shared tails: lending and returning too
+  CAPTURE(share_tails);
 
   // A script that needs every path: slabs, spans, reuse, stitching, stealing, trimming.
   struct Op {
@@ -140,7 +143,8 @@ TEST_CASE("a failure at any backend call leaves the arena as it was and leaks no
       {true, 5000, stream_b, 3},         {false, 0, stream_a, 1},            {true, host_page + 1, stream_a, 4},
       {false, 0, stream_a, 2},           {true, 4 * host_page, stream_a, 5}, {false, 0, stream_b, 0},
       {true, 100, stream_b, 6},          {false, 0, stream_b, 5},            {true, 2 * host_page, stream_b, 7},
-      {true, 9 * host_page, stream_b, 8},
+      {true, 9 * host_page, stream_b, 8},  {true, 2 * host_page, stream_b, 9}, {false, 0, stream_b, 8},
+      {false, 0, stream_a, 9},             {true, 8 * host_page, stream_a, 10},
   };
 
   std::size_t failures_injected = 0;
@@ -153,6 +157,7 @@ TEST_CASE("a failure at any backend call leaves the arena as it was and leaks no
         ArenaOptions options;
         options.address_space_bytes = 64 * host_page;
         options.large_page_bytes = 4 * host_page;  // the 4- and 9-page requests use large pages
+        options.share_large_page_tails = share_tails;
         Arena arena(faulty, options);
         std::map<std::size_t, std::pair<void*, std::size_t>> live;
         faulty.fail_nth(k, {}, k % 2 == 0 ? FaultInjectingBackend::Failure::out_of_memory

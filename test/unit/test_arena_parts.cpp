@@ -283,6 +283,37 @@ TEST_CASE("another stream's cached pages are found through the index, best fit f
   CHECK(caches.cached_pages() == 1);
 }
 
+TEST_CASE("a cached span of whole large pages merges with the span of its stream that starts right behind it",
+          "[arena][streams]") {
+  auto order = make_stream_order(MemorySpace::host, 0);
+  StreamCaches caches(*order, 4, 8);  // L = 8 slots
+  StreamCache& a = caches.get(fake_stream(1));
+  StreamCache& b = caches.get(fake_stream(2));
+  caches.put_pages(a, 16, 8, true);
+  caches.put_pages(a, 24, 11, true);  // behind a span of whole large pages: merged into [16, 35)
+  CHECK(a.large_spans.size() == 1);
+  CHECK(caches.other_with_pages(b, 19, true) == &a);
+  caches.put_pages(a, 0, 16, true);  // before it, itself whole large pages: merged into [0, 35)
+  CHECK(a.large_spans.size() == 1);
+  CHECK(caches.other_with_pages(b, 35, true) == &a);
+  caches.put_pages(a, 40, 8, true);  // not touching [0, 35)
+  caches.put_pages(b, 48, 8, true);  // touching, but another stream's
+  CHECK(a.large_spans.size() == 2);
+  caches.put_pages(a, 56, 9, true);  // a span of 9 does not merge with the one behind it
+  caches.put_pages(a, 65, 8, true);
+  CHECK(a.large_spans.size() == 4);
+  CHECK(caches.take_large_span(a, 35) == std::pair<std::size_t, std::size_t>{0, 35});
+  CHECK(caches.take_large_span(a, 9) == std::pair<std::size_t, std::size_t>{56, 9});
+  CHECK(caches.take_large_span(a, 8) == std::pair<std::size_t, std::size_t>{40, 8});
+  CHECK(caches.take_large_span(a, 8) == std::pair<std::size_t, std::size_t>{65, 8});
+  CHECK(caches.other_with_pages(a, 8, true) == &b);
+  StreamCaches never(*order, 4);  // L = 0: spans never merge
+  StreamCache& c = never.get(fake_stream(3));
+  never.put_pages(c, 0, 8, true);
+  never.put_pages(c, 8, 8, true);
+  CHECK(c.large_spans.size() == 2);
+}
+
 TEST_CASE("free blocks move between streams in one step and vanish with their slab", "[arena][streams]") {
   auto order = make_stream_order(MemorySpace::host, 0);
   StreamCaches caches(*order, 4);

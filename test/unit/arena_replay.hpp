@@ -1,0 +1,185 @@
+// Trace replay for the Arena's unit tests: cuvmm-plan's generated traces (tools/cuvmm-plan/trace.hpp)
+// replayed the way cuvmm-plan's replay_trace does (measure.cpp: utilization = bytes requested /
+// bytes the allocator holds, sampled after every operation when there are at most 2000 of them,
+// else every ops/2000-th), with the Arena's own counters of what moved.
+//
+// BookkeepingBackend lets the GPU profiles' traces (8 and ~35 GiB live, up to 1 GiB per request) be
+// replayed on a machine without that much memory: it hands out address numbers and chunk ids and
+// backs nothing, which the Arena never notices because it never touches its memory itself. Its
+// 2 MiB granularity is the H200's, so the Arena's bookkeeping (pages held, moved, driver calls) is
+// what it is on the GPU.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <cuvmm/arena.hpp>
+#include <cuvmm/backend.hpp>
+#include <cuvmm/error.hpp>
+
+#include "trace.hpp"
+
+namespace cuvmm::test {
+
+/// A backend of address numbers and chunk ids: nothing is backed, nothing may be touched.
+class BookkeepingBackend final : public Backend {
+ public:
+  explicit BookkeepingBackend(std::size_t device_bytes, std::size_t granularity = 2 * MiB)
+      : device_bytes_(device_bytes), granularity_(granularity) {}
+
+  std::string_view name() const noexcept override { return "bookkeeping"; }
+  MemorySpace space() const noexcept override { return MemorySpace::host; }
+  std::size_t granularity(const ChunkProperties&, GranularityKind) const override { return granularity_; }
+  MemoryInfo memory_info(int) const override {
+    return {device_bytes_ - std::min(device_bytes_, counts_.bytes_physical), device_bytes_};
+  }
+  Address reserve(std::size_t size, std::size_t alignment) override {
+    std::size_t const a = alignment == 0 ? granularity_ : alignment;
+    next_address_ = (next_address_ + a - 1) / a * a;
+    Address const base = next_address_;
+    next_address_ += size;
+    ++counts_.ranges;
+    counts_.bytes_reserved += size;
+    return base;
+  }
+  void free_range(Address, std::size_t size) noexcept override {
+    --counts_.ranges;
+    counts_.bytes_reserved -= size;
+  }
+  ChunkHandle create_chunk(std::size_t size, const ChunkProperties&) override {
+    if (counts_.bytes_physical + size > device_bytes_) throw_out_of_memory("create_chunk", "bookkeeping device full");
+    ChunkHandle const handle{++next_chunk_};
+    sizes_.emplace(handle.value, size);
+    ++counts_.chunks;
+    counts_.bytes_physical += size;
+    return handle;
+  }
+  void release_chunk(ChunkHandle chunk) noexcept override {
+    auto const it = sizes_.find(chunk.value);
+    if (it == sizes_.end()) return;
+    --counts_.chunks;
+    counts_.bytes_physical -= it->second;
+    sizes_.erase(it);
+  }
+  ChunkInfo chunk_info(ChunkHandle chunk) const override { return {sizes_.at(chunk.value), 0, HandleType::none, false}; }
+  void map(Address, std::size_t size, ChunkHandle) override {
+    ++counts_.mappings;
+    counts_.bytes_mapped += size;
+  }
+  void unmap(Address, std::size_t size) noexcept override {
+    --counts_.mappings;
+    counts_.bytes_mapped -= size;
+  }
+  void set_access(Address, std::size_t, std::span<const AccessGrant>) override {}
+  UniqueFd export_posix_fd(ChunkHandle) override { throw_invalid_argument("bookkeeping", "no fds"); }
+  ChunkHandle import_posix_fd(int, std::size_t) override { throw_invalid_argument("bookkeeping", "no fds"); }
+  FabricHandle export_fabric(ChunkHandle) override { throw_invalid_argument("bookkeeping", "no fabric"); }
+  ChunkHandle import_fabric(const FabricHandle&, std::size_t) override {
+    throw_invalid_argument("bookkeeping", "no fabric");
+  }
+  LiveCounts live_counts() const noexcept override { return counts_; }
+
+ private:
+  std::size_t device_bytes_;
+  std::size_t granularity_;
+  Address next_address_ = std::uintptr_t{1} << 44;
+  std::uint64_t next_chunk_ = 0;
+  std::unordered_map<std::uint64_t, std::size_t> sizes_;  // chunk id -> bytes
+  LiveCounts counts_;
+};
+
+/// What one replay gave: cuvmm-plan's utilization figures, the Arena's counters at the end, and
+/// where the bytes held beyond those requested were, as means over the samples of a fraction of
+/// the bytes held (they add up to 1 - mean_utilization).
+struct ArenaReplay {
+  double mean_utilization = 0;   ///< mean of requested / physical over the samples (as cuvmm-plan)
+  std::size_t peak_requested = 0;
+  std::size_t peak_physical = 0;  ///< ArenaStats::bytes_physical.peak
+  std::size_t failed = 0;         ///< allocations that threw OutOfMemory
+  ArenaStats stats;               ///< after the replay, before the survivors are freed
+  double rounding_loss = 0;       ///< live allocations rounded up to their block or whole pages
+  double cached_loss = 0;         ///< mapped and not live: cached runs, free slab blocks
+  double pooled_loss = 0;         ///< held and not mapped: pooled pages
+  /// The best mean utilization an allocator could reach that rounds as the Arena does and never
+  /// gives memory back: requested / the largest rounded live bytes so far.
+  double never_releasing_bound = 0;
+};
+
+/// The bytes a live allocation of `bytes` keeps mapped in `arena` (its slab block or whole pages),
+/// from the size classes of slabs.hpp: multiples of 256 B below 1 KiB, then four per doubling.
+inline std::size_t rounded_bytes(const Arena& arena, std::size_t bytes) {
+  if (bytes > arena.small_max_bytes()) return (bytes + arena.page_bytes() - 1) / arena.page_bytes() * arena.page_bytes();
+  if (bytes <= 1024) return (bytes + 255) / 256 * 256;
+  std::size_t power = 1024;
+  while (2 * power < bytes) power *= 2;
+  std::size_t const quarter = power / 4;
+  return (bytes + quarter - 1) / quarter * quarter;
+}
+
+/// Replays `ops` on `arena` (one stream), as cuvmm-plan's replay_trace does.
+inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, std::size_t max_points = 2000) {
+  ArenaReplay r;
+  std::size_t const stride = std::max<std::size_t>(1, ops.size() / max_points);
+  std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
+  std::size_t requested = 0;
+  std::size_t rounded = 0;
+  std::size_t peak_rounded = 0;
+  std::size_t points = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    auto const& op = ops[i];
+    if (op.allocate) {
+      if (op.bytes != 0) {
+        try {
+          live.emplace(op.id, std::pair{arena.allocate(op.bytes), op.bytes});
+          requested += op.bytes;
+          rounded += rounded_bytes(arena, op.bytes);
+        } catch (const OutOfMemory&) {
+          ++r.failed;
+        }
+      }
+    } else if (auto const found = live.find(op.id); found != live.end()) {
+      arena.deallocate(found->second.first, found->second.second);
+      requested -= found->second.second;
+      rounded -= rounded_bytes(arena, found->second.second);
+      live.erase(found);
+    }
+    r.peak_requested = std::max(r.peak_requested, requested);
+    peak_rounded = std::max(peak_rounded, rounded);
+    if (i % stride == 0 || i + 1 == ops.size()) {
+      ArenaStats const s = arena.stats();
+      auto const held = static_cast<double>(s.bytes_physical.current);
+      if (held != 0) {
+        r.mean_utilization += static_cast<double>(requested) / held;
+        r.rounding_loss += static_cast<double>(rounded - requested) / held;
+        r.cached_loss += (static_cast<double>(s.bytes_mapped.current) - static_cast<double>(rounded)) / held;
+        r.pooled_loss += static_cast<double>(s.bytes_physical.current - s.bytes_mapped.current) / held;
+        r.never_releasing_bound += static_cast<double>(requested) / static_cast<double>(peak_rounded);
+        ++points;
+      }
+    }
+  }
+  r.stats = arena.stats();
+  r.peak_physical = r.stats.bytes_physical.peak;
+  for (auto const& [id, entry] : live) arena.deallocate(entry.first, entry.second);
+  if (points != 0) {
+    for (double* mean : {&r.mean_utilization, &r.rounding_loss, &r.cached_loss, &r.pooled_loss, &r.never_releasing_bound}) {
+      *mean /= static_cast<double>(points);
+    }
+  }
+  return r;
+}
+
+/// cuvmm-plan's generated traces (main.cpp, make_profile): the host profiles' (1 B .. 16 MiB,
+/// 256 MiB live) and the GPU profiles' on an H200 (1 B .. 1 GiB; live min(8 or 40 GiB, free / 4):
+/// 34.8 GiB for the full profile with 139.3 GiB free, as in the README's full run), all seed 1234.
+inline std::vector<plan::TraceOp> host_quick_trace() { return plan::make_trace(1000, 256 * MiB, 1234, 24); }
+inline std::vector<plan::TraceOp> host_full_trace() { return plan::make_trace(4000, 256 * MiB, 1234, 24); }
+inline std::vector<plan::TraceOp> gpu_quick_trace() { return plan::make_trace(2000, 8 * GiB, 1234, 30); }
+inline std::vector<plan::TraceOp> gpu_full_trace() { return plan::make_trace(10000, 348 * GiB / 10, 1234, 30); }
+
+}  // namespace cuvmm::test

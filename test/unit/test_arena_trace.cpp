@@ -1,0 +1,329 @@
+// The Arena under churn: cuvmm-plan's generated traces replayed on the host backend (the host
+// profiles) and on a bookkeeping backend of the H200's size and granularity (the GPU profiles), with
+// bounds on utilization, pages moved and driver calls that were measured (each bound is the value
+// measured when it was set: a change that moves more pages fails here); and the reuse rules that
+// keep pages where they are mapped, each on its own.
+//
+// `unit_arena_trace "[.profile]"` prints the numbers of every trace (utilization, where the bytes
+// held beyond those requested were, pages moved, driver calls, and an estimate of their cost on
+// the H200 from ../shared/H200.md's per-call figures).
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include <cuvmm/arena.hpp>
+#include <cuvmm/error.hpp>
+#include <cuvmm/host_backend.hpp>
+
+#include "arena_replay.hpp"
+
+using namespace cuvmm;
+using cuvmm::test::ArenaReplay;
+
+namespace {
+
+constexpr std::size_t h200_bytes = 140 * GiB;
+
+/// Driver time of a replay on the H200 by H200.md's per-call costs for 2 MiB chunks: create 11 us,
+/// map 1 us plus ~25 us of access grant per newly mapped handle, unmap 16 us, release 12 us.
+double driver_ms_estimate(const ArenaStats& s) {
+  return 1e-3 * (11.0 * static_cast<double>(s.chunks_created) + 26.0 * static_cast<double>(s.maps) +
+                 16.0 * static_cast<double>(s.unmaps) + 12.0 * static_cast<double>(s.chunks_released));
+}
+
+void print(const char* name, const ArenaReplay& r) {
+  std::printf("%-10s utilization %.4f (never-releasing bound %.4f; lost to rounding %.4f, cached %.4f, pooled %.4f)\n"
+              "           peak requested %.1f MiB, peak physical %.1f MiB, %zu failed\n"
+              "           pages_moved %zu  creates %zu  releases %zu  maps %zu  unmaps %zu  set_access %zu  "
+              "reclaims %zu  (~%.0f ms of driver calls on an H200)\n",
+              name, r.mean_utilization, r.never_releasing_bound, r.rounding_loss, r.cached_loss, r.pooled_loss,
+              static_cast<double>(r.peak_requested) / MiB, static_cast<double>(r.peak_physical) / MiB, r.failed,
+              r.stats.pages_moved, r.stats.chunks_created, r.stats.chunks_released, r.stats.maps, r.stats.unmaps,
+              r.stats.access_calls, r.stats.reclaims, driver_ms_estimate(r.stats));
+}
+
+ArenaReplay replay_on_host(const std::vector<plan::TraceOp>& ops) {
+  HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});  // cuvmm-plan's simulated device
+  Arena arena(backend);
+  return test::replay(arena, ops);
+}
+
+ArenaReplay replay_on_h200_bookkeeping(const std::vector<plan::TraceOp>& ops, std::size_t large_page_bytes = 32 * MiB,
+                                       bool share_tails = false) {
+  test::BookkeepingBackend backend(h200_bytes);
+  Arena arena(backend, {.large_page_bytes = large_page_bytes, .share_large_page_tails = share_tails});
+  return test::replay(arena, ops);
+}
+
+}  // namespace
+
+TEST_CASE("profile: cuvmm-plan's traces on the Arena (prints the numbers)", "[.profile]") {
+  print("host quick", replay_on_host(test::host_quick_trace()));
+  print("host full", replay_on_host(test::host_full_trace()));
+  print("gpu quick", replay_on_h200_bookkeeping(test::gpu_quick_trace()));
+  print("gpu full", replay_on_h200_bookkeeping(test::gpu_full_trace()));
+  std::printf("with ArenaOptions::share_large_page_tails:\n");
+  print("gpu quick", replay_on_h200_bookkeeping(test::gpu_quick_trace(), 32 * MiB, true));
+  print("gpu full", replay_on_h200_bookkeeping(test::gpu_full_trace(), 32 * MiB, true));
+}
+
+TEST_CASE("profile: the GPU quick trace by large page size (prints the numbers)", "[.profile_large]") {
+  for (std::size_t const large : {std::size_t{0}, 8 * MiB, 16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB}) {
+    std::printf("large pages %zu MiB:\n", large / MiB);
+    print("gpu quick", replay_on_h200_bookkeeping(test::gpu_quick_trace(), large));
+  }
+}
+
+// --- the reuse rules, each on its own (host backend, the H200's 2 MiB pages and 32 MiB large pages) ----
+
+namespace {
+
+struct HostArena {
+  explicit HostArena(bool share_tails = false, std::size_t byte_limit = 0)
+      : arena(backend, {.address_space_bytes = 4 * GiB, .share_large_page_tails = share_tails, .byte_limit = byte_limit}) {}
+  HostBackend backend{{.granularity = 2 * MiB, .physical_limit = 1 * GiB}};
+  Arena arena;
+};
+
+}  // namespace
+
+TEST_CASE("a small request that no cached extent holds takes the small tail of a cached large span, with no driver call",
+          "[arena][churn]") {
+  HostArena h;
+  Arena& arena = h.arena;
+  std::size_t const span_bytes = 32 * MiB + 4 * MiB;  // one large page, then two small ones
+  void* span = arena.allocate(span_bytes);
+  arena.deallocate(span, span_bytes);
+  ArenaStats const before = arena.stats();
+  void* p = arena.allocate(3 * MiB);  // two small pages, mapped at the span's end
+  CHECK(p == static_cast<std::byte*>(span) + 32 * MiB);
+  ArenaStats const after = arena.stats();
+  CHECK(after.maps == before.maps);
+  CHECK(after.unmaps == before.unmaps);
+  CHECK(after.chunks_created == before.chunks_created);
+  CHECK(after.pages_moved == before.pages_moved);
+  std::memset(p, 0x5a, 3 * MiB);
+  // The large page stays cached: a request of its size takes it as it lies.
+  void* q = arena.allocate(32 * MiB);
+  CHECK(q == span);
+  CHECK(arena.stats().maps == before.maps);
+  arena.deallocate(q, 32 * MiB);
+  arena.deallocate(p, 3 * MiB);
+}
+
+TEST_CASE("a large request whose small pages a cached span's tail holds takes the span's end, with no driver call",
+          "[arena][churn]") {
+  HostArena h;
+  Arena& arena = h.arena;
+  std::size_t const span_bytes = 3 * 32 * MiB + 6 * MiB;  // three large pages, then three small ones
+  void* span = arena.allocate(span_bytes);
+  arena.deallocate(span, span_bytes);
+  ArenaStats const before = arena.stats();
+  std::size_t const bytes = 2 * 32 * MiB + 3 * MiB;  // two large pages and two small ones
+  void* p = arena.allocate(bytes);
+  CHECK(p == static_cast<std::byte*>(span) + 32 * MiB);
+  ArenaStats const after = arena.stats();
+  CHECK(after.maps == before.maps);
+  CHECK(after.unmaps == before.unmaps);
+  CHECK(after.chunks_created == before.chunks_created);
+  CHECK(after.pages_moved == before.pages_moved);
+  std::memset(p, 0x5a, bytes);
+  // What it left stays cached where it lies: the front large page and the last small page.
+  void* front = arena.allocate(32 * MiB);
+  void* last = arena.allocate(2 * MiB);
+  CHECK(front == span);
+  CHECK(last == static_cast<std::byte*>(span) + 3 * 32 * MiB + 4 * MiB);
+  CHECK(arena.stats().maps == before.maps);
+  for (auto [q, n] : {std::pair{p, bytes}, std::pair{front, 32 * MiB}, std::pair{last, 2 * MiB}}) arena.deallocate(q, n);
+}
+
+TEST_CASE("a request stitched from cached spans unmaps only the smallest spans it needs", "[arena][churn]") {
+  HostArena h;
+  Arena& arena = h.arena;
+  std::size_t const large = 32 * MiB;
+  // Three cached one-large-page spans, each with a live allocation right behind it (so none grows
+  // in place), then a request of two large pages: two spans are unmapped and their pages move.
+  std::vector<void*> spans;
+  std::vector<void*> walls;
+  for (int i = 0; i < 3; ++i) {
+    spans.push_back(arena.allocate(large));
+    walls.push_back(arena.allocate(large));
+  }
+  for (void* s : spans) arena.deallocate(s, large);
+  ArenaStats const before = arena.stats();
+  void* p = arena.allocate(2 * large);
+  ArenaStats const after = arena.stats();
+  CHECK(after.unmaps - before.unmaps == 2);
+  CHECK(after.maps - before.maps == 2);
+  CHECK(after.pages_moved - before.pages_moved == 2);
+  CHECK(after.chunks_created == before.chunks_created);
+  // The third span is still mapped: a one-large-page request takes it with no driver call.
+  void* q = arena.allocate(large);
+  CHECK(arena.stats().maps == after.maps);
+  CHECK(arena.stats().unmaps == after.unmaps);
+  arena.deallocate(q, large);
+  arena.deallocate(p, 2 * large);
+  for (void* w : walls) arena.deallocate(w, large);
+}
+
+// --- cuvmm-plan's traces: measured bounds ---------------------------------------------------------------
+
+TEST_CASE("cuvmm-plan's host traces replay on the host backend within the measured utilization and pages moved",
+          "[arena][churn][trace]") {
+  ArenaReplay const quick = replay_on_host(test::host_quick_trace());
+  CHECK(quick.failed == 0);
+  CHECK(quick.mean_utilization >= 0.651);
+  CHECK(quick.stats.pages_moved <= 118);
+  ArenaReplay const full = replay_on_host(test::host_full_trace());
+  CHECK(full.failed == 0);
+  CHECK(full.mean_utilization >= 0.637);
+  CHECK(full.stats.pages_moved <= 463);
+}
+
+TEST_CASE("cuvmm-plan's H200 traces replay on a bookkeeping backend within the measured utilization and pages moved",
+          "[arena][churn][trace]") {
+  ArenaReplay const quick = replay_on_h200_bookkeeping(test::gpu_quick_trace());
+  CHECK(quick.failed == 0);
+  CHECK(quick.mean_utilization >= 0.935);
+  CHECK(quick.stats.pages_moved <= 3252);
+  CHECK(quick.stats.maps + quick.stats.unmaps <= 4433 + 3786);
+  ArenaReplay const full = replay_on_h200_bookkeeping(test::gpu_full_trace());
+  CHECK(full.failed == 0);
+  CHECK(full.mean_utilization >= 0.978);
+  CHECK(full.stats.pages_moved <= 15698);
+  CHECK(full.stats.maps + full.stats.unmaps <= 20547 + 18003);
+}
+
+// --- shared tails (ArenaOptions::share_large_page_tails) ------------------------------------------------
+
+TEST_CASE("with shared tails a large request takes whole large pages and lends the last one's tail to small requests "
+          "of its stream, with no driver call",
+          "[arena][churn][tails]") {
+  HostArena h(true);
+  Arena& arena = h.arena;
+  void* owner = arena.allocate(32 * MiB + 4 * MiB);
+  ArenaStats const made = arena.stats();
+  CHECK(reinterpret_cast<std::uintptr_t>(owner) % (32 * MiB) == 0);
+  CHECK(made.chunks_created == 2);  // two large pages, no small one
+  CHECK(made.maps == 2);
+  CHECK(made.bytes_physical.current == 64 * MiB);
+  void* borrower = arena.allocate(6 * MiB);  // three small pages' worth of the lent tail
+  CHECK(borrower == static_cast<std::byte*>(owner) + 36 * MiB);
+  void* second = arena.allocate(22 * MiB);  // the rest of the tail, exactly
+  CHECK(second == static_cast<std::byte*>(owner) + 42 * MiB);
+  ArenaStats const after = arena.stats();
+  CHECK(after.maps == made.maps);
+  CHECK(after.chunks_created == made.chunks_created);
+  CHECK(after.bytes_physical.current == 64 * MiB);
+  std::memset(owner, 1, 36 * MiB);
+  std::memset(borrower, 2, 6 * MiB);
+  std::memset(second, 3, 22 * MiB);
+  CHECK(static_cast<unsigned char*>(owner)[36 * MiB - 1] == 1);
+  CHECK(static_cast<unsigned char*>(borrower)[0] == 2);
+  void* next = arena.allocate(2 * MiB);  // the tail is all borrowed: a new small page
+  CHECK(arena.stats().chunks_created == made.chunks_created + 1);
+  arena.deallocate(next, 2 * MiB);
+  arena.deallocate(second, 22 * MiB);
+  arena.deallocate(borrower, 6 * MiB);
+  arena.deallocate(owner, 32 * MiB + 4 * MiB);
+}
+
+TEST_CASE("with shared tails a large page whose owner and borrowers are freed on one stream is cached whole and "
+          "reused as it lies",
+          "[arena][churn][tails]") {
+  HostArena h(true);
+  Arena& arena = h.arena;
+  bool const owner_first = GENERATE(true, false);
+  CAPTURE(owner_first);
+  void* owner = arena.allocate(32 * MiB + 4 * MiB);
+  void* borrower = arena.allocate(6 * MiB);
+  if (owner_first) {
+    arena.deallocate(owner, 32 * MiB + 4 * MiB);
+    arena.deallocate(borrower, 6 * MiB);
+  } else {
+    arena.deallocate(borrower, 6 * MiB);
+    arena.deallocate(owner, 32 * MiB + 4 * MiB);
+  }
+  ArenaStats const before = arena.stats();
+  void* whole = arena.allocate(64 * MiB);  // both large pages, where they are
+  CHECK(whole == owner);
+  ArenaStats const after = arena.stats();
+  CHECK(after.maps == before.maps);
+  CHECK(after.unmaps == before.unmaps);
+  CHECK(after.chunks_created == before.chunks_created);
+  arena.deallocate(whole, 64 * MiB);
+  CHECK(arena.trim() == 64 * MiB);
+  CHECK(h.backend.live_counts().bytes_physical == 0);
+}
+
+TEST_CASE("with shared tails a tail freed on two streams is gathered by trim, which gives every page back",
+          "[arena][churn][tails]") {
+  HostArena h(true);
+  Arena& arena = h.arena;
+  auto* const a = reinterpret_cast<Stream>(std::uintptr_t{64});
+  auto* const b = reinterpret_cast<Stream>(std::uintptr_t{128});
+  void* owner = arena.allocate(32 * MiB + 4 * MiB, a);
+  void* borrower = arena.allocate(6 * MiB, a);
+  arena.deallocate(borrower, 6 * MiB, b);  // lent slots of the last large page now on two streams
+  arena.deallocate(owner, 32 * MiB + 4 * MiB, a);
+  CHECK(arena.stats().bytes_physical.current == 64 * MiB);
+  CHECK(arena.trim() == 64 * MiB);
+  CHECK(arena.stats().bytes_physical.current == 0);
+  CHECK(h.backend.live_counts().bytes_physical == 0);
+  CHECK(h.backend.live_counts().mappings == 0);
+}
+
+TEST_CASE("with shared tails release_stream hands a stream's lent slots to the default stream", "[arena][churn][tails]") {
+  HostArena h(true);
+  Arena& arena = h.arena;
+  auto* const a = reinterpret_cast<Stream>(std::uintptr_t{64});
+  void* owner = arena.allocate(32 * MiB + 4 * MiB, a);
+  void* borrower = arena.allocate(6 * MiB, a);
+  arena.deallocate(owner, 32 * MiB + 4 * MiB, a);  // its first large page cached on `a`, its part of the last lent
+  arena.release_stream(a);                          // the cached page unmapped; the lent slots to the default stream
+  CHECK(arena.stats().streams == 1);
+  arena.deallocate(borrower, 6 * MiB);  // on the default stream: the last large page is whole again
+  ArenaStats const before = arena.stats();
+  void* again = arena.allocate(32 * MiB);
+  CHECK(again == static_cast<std::byte*>(owner) + 32 * MiB);
+  CHECK(arena.stats().maps == before.maps);
+  arena.deallocate(again, 32 * MiB);
+  CHECK(arena.trim() == 64 * MiB);
+  CHECK(h.backend.live_counts().bytes_physical == 0);
+}
+
+TEST_CASE("with shared tails a request with no room for its whole last large page is served without it",
+          "[arena][churn][tails][failure]") {
+  HostArena h(true, 40 * MiB);  // room for one large page and four small ones, not for two large pages
+  Arena& arena = h.arena;
+  void* p = arena.allocate(32 * MiB + 4 * MiB);
+  REQUIRE(p != nullptr);
+  CHECK(arena.stats().bytes_physical.current == 36 * MiB);  // one large page, two small ones
+  CHECK(h.backend.live_counts().bytes_physical == 36 * MiB);
+  std::memset(p, 7, 36 * MiB);
+  CHECK_THROWS_AS(arena.allocate(6 * MiB), OutOfMemory);  // no tail was lent: nothing to borrow
+  CHECK(h.backend.live_counts().bytes_physical == 36 * MiB);
+  arena.deallocate(p, 32 * MiB + 4 * MiB);
+  CHECK(arena.trim() == 36 * MiB);
+  CHECK(h.backend.live_counts().bytes_physical == 0);
+}
+
+TEST_CASE("with shared tails cuvmm-plan's H200 traces move far fewer pages, within the measured bounds",
+          "[arena][churn][trace][tails]") {
+  ArenaReplay const quick = replay_on_h200_bookkeeping(test::gpu_quick_trace(), 32 * MiB, true);
+  CHECK(quick.failed == 0);
+  CHECK(quick.mean_utilization >= 0.886);
+  CHECK(quick.stats.pages_moved <= 1303);
+  CHECK(quick.stats.maps + quick.stats.unmaps <= 1648 + 1321);
+  ArenaReplay const full = replay_on_h200_bookkeeping(test::gpu_full_trace(), 32 * MiB, true);
+  CHECK(full.failed == 0);
+  CHECK(full.mean_utilization >= 0.918);
+  CHECK(full.stats.pages_moved <= 6290);
+  CHECK(full.stats.maps + full.stats.unmaps <= 7601 + 6312);
+}
