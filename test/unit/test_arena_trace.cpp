@@ -91,6 +91,14 @@ struct HostArena {
   Arena arena;
 };
 
+/// Nothing between `before` and `after` reached the driver: no map, unmap or create, no page moved.
+void check_no_driver_call(const ArenaStats& before, const ArenaStats& after) {
+  CHECK(after.maps == before.maps);
+  CHECK(after.unmaps == before.unmaps);
+  CHECK(after.chunks_created == before.chunks_created);
+  CHECK(after.pages_moved == before.pages_moved);
+}
+
 }  // namespace
 
 TEST_CASE("a small request that no cached extent holds takes the small tail of a cached large span, with no driver call",
@@ -103,11 +111,7 @@ TEST_CASE("a small request that no cached extent holds takes the small tail of a
   ArenaStats const before = arena.stats();
   void* p = arena.allocate(3 * MiB);  // two small pages, mapped at the span's end
   CHECK(p == static_cast<std::byte*>(span) + 32 * MiB);
-  ArenaStats const after = arena.stats();
-  CHECK(after.maps == before.maps);
-  CHECK(after.unmaps == before.unmaps);
-  CHECK(after.chunks_created == before.chunks_created);
-  CHECK(after.pages_moved == before.pages_moved);
+  check_no_driver_call(before, arena.stats());
   std::memset(p, 0x5a, 3 * MiB);
   // The large page stays cached: a request of its size takes it as it lies.
   void* q = arena.allocate(32 * MiB);
@@ -128,11 +132,7 @@ TEST_CASE("a large request whose small pages a cached span's tail holds takes th
   std::size_t const bytes = 2 * 32 * MiB + 3 * MiB;  // two large pages and two small ones
   void* p = arena.allocate(bytes);
   CHECK(p == static_cast<std::byte*>(span) + 32 * MiB);
-  ArenaStats const after = arena.stats();
-  CHECK(after.maps == before.maps);
-  CHECK(after.unmaps == before.unmaps);
-  CHECK(after.chunks_created == before.chunks_created);
-  CHECK(after.pages_moved == before.pages_moved);
+  check_no_driver_call(before, arena.stats());
   std::memset(p, 0x5a, bytes);
   // What it left stays cached where it lies: the front large page and the last small page.
   void* front = arena.allocate(32 * MiB);
@@ -253,10 +253,7 @@ TEST_CASE("with shared tails a large page whose owner and borrowers are freed on
   ArenaStats const before = arena.stats();
   void* whole = arena.allocate(64 * MiB);  // both large pages, where they are
   CHECK(whole == owner);
-  ArenaStats const after = arena.stats();
-  CHECK(after.maps == before.maps);
-  CHECK(after.unmaps == before.unmaps);
-  CHECK(after.chunks_created == before.chunks_created);
+  check_no_driver_call(before, arena.stats());
   arena.deallocate(whole, 64 * MiB);
   CHECK(arena.trim() == 64 * MiB);
   CHECK(h.backend.live_counts().bytes_physical == 0);
