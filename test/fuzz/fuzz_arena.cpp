@@ -95,6 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     cuvmm::ArenaOptions options;
     options.address_space_bytes = 256 * page;
     options.large_page_bytes = 8 * page;  // requests of 8 pages and more use large pages
+    options.share_large_page_tails = size > 0 && (data[0] & 1) != 0;  // both modes, chosen by the input
     cuvmm::Arena arena(faulty, options);
     cuvmm::Stream const streams[4] = {nullptr, reinterpret_cast<cuvmm::Stream>(std::uintptr_t{64}),
                                       reinterpret_cast<cuvmm::Stream>(std::uintptr_t{128}),
