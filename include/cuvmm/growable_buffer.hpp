@@ -31,7 +31,7 @@
 //
 // Reservation: by default a buffer reserves as much address space as its devices have memory
 // (reserved_bytes() says how much) while the process's budget for such ranges lasts (64 TiB, half
-// a process's address space), then 4 GiB (DefaultReservationLimits, growable_storage.hpp): ~460
+// a process's address space), then 4 GiB (DefaultReservationLimits, growable_storage.hpp): 468
 // device-sized buffers on an H200, then ~16,000 of 4 GiB. Programs that know their sizes set
 // GrowableOptions::max_capacity_bytes, or give buffers a ReservationPool (reservation_pool.hpp):
 // each takes a fixed slot (1 GiB by default) of a few shared reservations.

@@ -97,7 +97,7 @@ struct GrowableOptions {
 /// without a budget ~900 default buffers would take all of it and every later one would fail.
 /// Default-sized reservations are granted while the bytes they hold stay within budget_bytes; past
 /// that, a default buffer reserves fallback_bytes instead (its max_capacity() says so). With the
-/// defaults an H200 process gets ~460 buffers that can each grow to the whole device, then
+/// defaults an H200 process gets 468 buffers that can each grow to the whole device, then
 /// ~16,000 more of 4 GiB each. Buffers that set max_capacity_bytes or a pool are not counted.
 struct DefaultReservationLimits {
   /// Address space that default-sized reservations may hold at once (half the process's).
