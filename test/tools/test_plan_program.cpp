@@ -202,6 +202,10 @@ TEST_CASE("cuvmm-plan refuses a malformed trace and a bad command line with exit
   auto const missing_value = run_program({plan_tool(), "--out"});
   CHECK(missing_value.exit_status == 2);
   CHECK(missing_value.output == "cuvmm-plan: --out: 1 required DIR missing\nTry 'cuvmm-plan --help' for more information.\n");
+  auto const missing_plugin = run_program({plan_tool(), "--torch-plugin"});
+  CHECK(missing_plugin.exit_status == 2);
+  CHECK(missing_plugin.output ==
+        "cuvmm-plan: --torch-plugin: 1 required FILE missing\nTry 'cuvmm-plan --help' for more information.\n");
 
   for (const char* runs : {"0", "101", "three", ""}) {
     INFO("--runs '" << runs << "'");
@@ -234,6 +238,8 @@ TEST_CASE("cuvmm-plan --help lists the options but not the internal ones; --vers
   CHECK(help.exit_status == 0);
   CHECK_THAT(help.output, StartsWith("usage: cuvmm-plan"));
   CHECK_THAT(help.output, ContainsSubstring("--out=DIR"));
+  CHECK_THAT(help.output, ContainsSubstring("[--torch-plugin FILE]"));
+  CHECK_THAT(help.output, ContainsSubstring("\n  --torch-plugin FILE   cuvmm's PyTorch plug-in (libcuvmm_torch.so)"));
   CHECK_THAT(help.output, !ContainsSubstring("growth-case"));
   CHECK(run_program({plan_tool(), "-h"}).output == help.output);
   auto const version = run_program({plan_tool(), "--version"});
@@ -248,7 +254,7 @@ TEST_CASE("cuvmm-plan takes --opt=value as it takes --opt value", "[plan][progra
   CHECK_THAT(one.output, StartsWith("growth-row growable 8388608 1048576 ok 8388608 8 "));
 }
 
-TEST_CASE("cuvmm-plan checks its output directory, trace and plot script before measuring anything",
+TEST_CASE("cuvmm-plan checks its output directory, trace, plot script and PyTorch plug-in before measuring anything",
           "[plan][program][preflight]") {
   TempDir dir;
   std::ofstream(dir.path / "a-file") << "x";
@@ -266,6 +272,14 @@ TEST_CASE("cuvmm-plan checks its output directory, trace and plot script before 
       {{"--trace", dir.path.string()}, {}, "cuvmm-plan: trace file '" + dir.path.string() + "' is a directory\n"},
       {{"--out", (dir.path / "out").string()}, {"CUVMM_PLAN_PLOT_SCRIPT=" + (dir.path / "no-plot.py").string()},
        "cuvmm-plan: CUVMM_PLAN_PLOT_SCRIPT names '" + (dir.path / "no-plot.py").string() + "', which is not a file\n"},
+      // Checked on the host backend too, where nothing is replayed through PyTorch: a bad path is a bad
+      // command line wherever it is given.
+      {{"--torch-plugin", (dir.path / "no-plugin.so").string()}, {},
+       "cuvmm-plan: --torch-plugin '" + (dir.path / "no-plugin.so").string() + "': no such file\n"},
+      {{"--torch-plugin=" + dir.path.string()}, {},
+       "cuvmm-plan: --torch-plugin '" + dir.path.string() + "': is not a file\n"},
+      {{"--no-torch", "--torch-plugin", (dir.path / "no-plugin.so").string()}, {},
+       "cuvmm-plan: --torch-plugin '" + (dir.path / "no-plugin.so").string() + "': no such file\n"},
   };
   for (Case const& c : cases) {
     std::vector<std::string> args{plan_tool(), "--backend", "host"};

@@ -5,12 +5,14 @@
 // cudaMallocAsync (2x), thrust::device_vector and a preallocated buffer, each growth in a fresh
 // process and repeated (the median run is reported); how far a buffer can grow; and a trace
 // replayed against cuvmm::Arena, cudaMallocAsync, cudaMalloc and, where python3 has PyTorch with
-// CUDA, PyTorch's caching allocator (tools/cuvmm-plan/torch_trace.py, with and without expandable segments).
+// CUDA, PyTorch's caching allocator (tools/cuvmm-plan/torch_trace.py, with and without expandable segments)
+// and PyTorch with cuvmm's plug-in (libcuvmm_torch.so, found beside the loaded libcuvmm or given).
 // It prints a short recommendation and, with --out, writes JSON, CSV and (through plot.py and
 // matplotlib) PNG plots.
 //
 // Exit status: 0 when the run finished (also on the host backend, and when plots could not be made,
 // which it says), 1 when a measurement or an output file failed, 2 on a bad command line or trace.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -56,7 +58,8 @@ using cuvmm::MiB;
 
 constexpr std::string_view usage =
     "usage: cuvmm-plan [--profile quick|full] [--out DIR] [--trace FILE] [--backend auto|cuda|host]\n"
-    "                  [--runs N] [--no-plots] [--no-torch] [--help] [--version]\n"
+    "                  [--runs N] [--no-plots] [--no-torch] [--torch-plugin FILE] [--help]\n"
+    "                  [--version]\n"
     "\n"
     "Measures what growing GPU memory costs on this machine and prints a recommendation: chunk size,\n"
     "largest buffer, growth cost per GiB, and the hide size (the value for\n"
@@ -78,6 +81,9 @@ constexpr std::string_view usage =
     "  --no-plots            do not run plot.py\n"
     "  --no-torch            do not replay the trace through PyTorch (done by default where\n"
     "                        python3 has PyTorch with CUDA; tools/cuvmm-plan/torch_trace.py)\n"
+    "  --torch-plugin FILE   cuvmm's PyTorch plug-in (libcuvmm_torch.so) for the replay through\n"
+    "                        PyTorch with cuvmm (pytorch_cuvmm_plugin); default: libcuvmm_torch.so\n"
+    "                        in the directory of the libcuvmm this program loaded\n"
     "  --help, --version     print this help, or cuvmm-plan's version\n"
     "\n"
     "Options take their value as `--out DIR` or `--out=DIR`. Everything a run needs (the output\n"
@@ -93,6 +99,7 @@ struct Options {
   std::string backend = "auto";
   bool plots = true;
   bool torch = true;
+  std::string torch_plugin;  ///< --torch-plugin; empty: beside the loaded libcuvmm
   std::size_t runs = 0;  ///< growth runs per case; 0: the profile's
   /// Internal (--growth-case STRATEGY:TARGET:APPEND): measure only this growth and print its row.
   /// cuvmm-plan runs every growth this way, each in a fresh process of its own: the driver finishes
@@ -184,6 +191,7 @@ Options parse_options(int argc, char** argv) {
       ""));
   app.add_flag("--no-plots", [&](std::int64_t) { o.plots = false; });
   app.add_flag("--no-torch", [&](std::int64_t) { o.torch = false; });
+  app.add_option("--torch-plugin", o.torch_plugin)->type_name("FILE");
   // Internal: not in the usage text, nor in any generated help (group "").
   app.add_option("--growth-case", growth_case)->group("");
   cuvmm::tools::parse_command_line(app, argc, argv, usage);
@@ -376,10 +384,33 @@ std::string run_plots(const std::string& script, const std::string& out_dir) {
   return "plots not made: " + script + " failed (see its message above)";
 }
 
+/// libcuvmm_torch.so in the directory of the libcuvmm this program loaded (found with dladdr on one
+/// of its functions), or nullopt with `why` saying why there is none.
+std::optional<std::string> plugin_beside_libcuvmm(std::string& why) {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&cuvmm::driver_status), &info) == 0 || info.dli_fname == nullptr) {
+    why = "the loaded libcuvmm could not be found (dladdr)";
+    return std::nullopt;
+  }
+  std::filesystem::path const library = info.dli_fname;
+  if (library.filename().string().rfind("libcuvmm", 0) != 0) {
+    why = "cuvmm is not loaded as a shared library here (" + library.string() + ")";
+    return std::nullopt;
+  }
+  std::error_code error;
+  std::filesystem::path const plugin = (std::filesystem::absolute(library, error).lexically_normal().parent_path() / "libcuvmm_torch.so");
+  if (!std::filesystem::is_regular_file(plugin, error)) {
+    why = "no " + plugin.string() + " beside the loaded libcuvmm";
+    return std::nullopt;
+  }
+  return plugin.string();
+}
+
 /// Replays `trace` through PyTorch's caching allocator (torch_trace.py, default and expandable
-/// segments, each in a process of its own) when a Python with PyTorch and CUDA is found. Adds its
-/// replays to `m`, or a note saying why there are none.
-void replay_on_torch(const std::string& script, const Trace& trace, std::size_t timeline_points, Measurements& m) {
+/// segments, and with `plugin` through cuvmm's plug-in, each in a process of its own) when a Python
+/// with PyTorch and CUDA is found. Adds its replays to `m`, or a note saying why there are none.
+void replay_on_torch(const std::string& script, const std::string& plugin, const Trace& trace,
+                     std::size_t timeline_points, Measurements& m) {
   bool found_python = false;
   std::optional<std::string> const python = python_for(script, found_python);
   if (!python) {
@@ -389,15 +420,26 @@ void replay_on_torch(const std::string& script, const Trace& trace, std::size_t 
   std::filesystem::path const csv =
       std::filesystem::temp_directory_path() / ("cuvmm-plan-trace-" + std::to_string(getpid()) + ".csv");
   write_file(csv, [&](std::ostream& out) { write_trace_csv(out, trace.ops); });
-  ChildResult const child = run_child({*python, script, csv.string(), "--plan", std::to_string(timeline_points)});
+  std::vector<std::string> command{*python, script, csv.string(), "--plan", std::to_string(timeline_points)};
+  if (!plugin.empty()) {
+    command.emplace_back("--plugin");
+    command.push_back(plugin);
+  }
+  ChildResult const child = run_child(command);
   std::filesystem::remove(csv);
+  std::vector<ReplayResult> replays;
   if (child.status != 0) {
     m.notes.push_back("PyTorch replay failed: " + script + " exited with " + std::to_string(child.status) +
                       " (its message is above)");
-    return;
+    try {  // what the configurations that did not fail printed (torch_trace.py runs each one)
+      replays = decode_replays(child.output);
+    } catch (const cuvmm::Error&) {
+      replays.clear();
+    }
+  } else {
+    replays = decode_replays(child.output);
+    if (replays.empty()) throw std::runtime_error(script + " --plan printed no replay");
   }
-  std::vector<ReplayResult> replays = decode_replays(child.output);
-  if (replays.empty()) throw std::runtime_error(script + " --plan printed no replay");
   for (auto& replay : replays) m.replays.push_back(std::move(replay));
 }
 
@@ -417,6 +459,8 @@ struct Prepared {
   std::string plot_script;          ///< when plots will be made
   std::string torch_script;         ///< when the trace will be replayed through PyTorch
   bool torch = false;
+  std::string torch_plugin;         ///< cuvmm's PyTorch plug-in; empty: no replay through it
+  std::string torch_plugin_note;    ///< why there is no plug-in replay, when PyTorch replays without it
 };
 
 /// Phase 0: the output directory, the trace file and the scripts. Throws Refused.
@@ -433,8 +477,25 @@ Prepared prepare(const Options& options, bool on_device) {
   if (!options.out_dir.empty() && options.plots) {
     p.plot_script = find_script("CUVMM_PLAN_PLOT_SCRIPT", CUVMM_PLAN_PLOT_SOURCE, CUVMM_PLAN_PLOT_INSTALLED);
   }
+  if (!options.torch_plugin.empty()) {  // checked on every backend: a bad path is a bad command line
+    std::error_code error;
+    if (!std::filesystem::is_regular_file(options.torch_plugin, error)) {
+      throw Refused("--torch-plugin '" + options.torch_plugin + "': " +
+                    (std::filesystem::exists(options.torch_plugin, error) ? "is not a file" : "no such file"));
+    }
+  }
   p.torch = on_device && options.torch;
-  if (p.torch) p.torch_script = find_script("CUVMM_PLAN_TORCH_SCRIPT", CUVMM_PLAN_TORCH_SOURCE, CUVMM_PLAN_TORCH_INSTALLED);
+  if (p.torch) {
+    p.torch_script = find_script("CUVMM_PLAN_TORCH_SCRIPT", CUVMM_PLAN_TORCH_SOURCE, CUVMM_PLAN_TORCH_INSTALLED);
+    if (!options.torch_plugin.empty()) {
+      p.torch_plugin = options.torch_plugin;
+    } else if (auto found = plugin_beside_libcuvmm(p.torch_plugin_note)) {
+      p.torch_plugin = *found;
+    } else {
+      p.torch_plugin_note = "PyTorch with cuvmm's plug-in not replayed: " + p.torch_plugin_note +
+                            " (give --torch-plugin FILE)";
+    }
+  }
   return p;
 }
 
@@ -591,8 +652,11 @@ void measure_trace_phase(Machine& machine, const Trace& trace, const Prepared& p
     m.replays.push_back(replay_trace("cudaMalloc", *plain, trace, timeline_points));
   }
   if (prepared.torch) {
-    progress.step("trace replay on PyTorch's caching allocator (python3, torch_trace.py)");
-    replay_on_torch(prepared.torch_script, trace, timeline_points, m);
+    progress.step(prepared.torch_plugin.empty()
+                      ? "trace replay on PyTorch's caching allocator (python3, torch_trace.py)"
+                      : "trace replay on PyTorch's caching allocator and cuvmm's plug-in (python3, torch_trace.py)");
+    if (!prepared.torch_plugin_note.empty()) m.notes.push_back(prepared.torch_plugin_note);
+    replay_on_torch(prepared.torch_script, prepared.torch_plugin, trace, timeline_points, m);
   }
 }
 
