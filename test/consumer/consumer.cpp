@@ -1,6 +1,7 @@
 // Uses the installed (or subproject) cuvmm through its umbrella header: reserve, create, map, grant,
-// write, read back (host backend). Also compiles the README's layers snippet, backend.granularity({})
-// through each backend type (the overrides must repeat the base's default argument).
+// write, read back (host backend). Also compiles backend.granularity({}) through each backend type
+// (the overrides must repeat the base's default argument). The README's layers snippet is compiled
+// from its own program, examples/layers.cpp, by this project's build files.
 #include <cuvmm/cuvmm.hpp>
 
 #include <cstdint>
@@ -10,16 +11,6 @@
 [[maybe_unused]] std::size_t default_granularities(cuvmm::CudaBackend& gpu, cuvmm::HostBackend& host,
                                                    cuvmm::FaultInjectingBackend& faulty, cuvmm::Backend& any) {
   return gpu.granularity({}) + host.granularity({}) + faulty.granularity({}) + any.granularity({});
-}
-
-// The README's "layers" snippet, compiled (not run: it needs a GPU).
-[[maybe_unused]] void readme_layers_snippet() {
-  cuvmm::CudaBackend& gpu = cuvmm::cuda_backend(0);
-  std::size_t const chunk_bytes = gpu.granularity({});  // 2 MiB on an H200
-  cuvmm::AddressRange range(gpu, 64 * chunk_bytes);     // address space only
-  cuvmm::PhysicalChunk chunk(gpu, chunk_bytes);         // memory only
-  cuvmm::AccessGrant const rw[] = {{.device = 0, .access = cuvmm::Access::read_write}};
-  cuvmm::Mapping mapping(range, 0, chunk, rw);  // now usable at range.base()
 }
 
 int main() {
