@@ -93,18 +93,11 @@ std::size_t default_hide_for(Backend& backend, const GrowableOptions& options, s
 AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std::size_t granularity,
                            detail::ReservationBudgetShare& share) {
   std::size_t wanted = options.max_capacity_bytes;
-  bool const by_default = wanted == 0;
-  if (by_default) {
+  if (wanted == 0) {
     std::vector<int> devices = placement_devices(options);
     std::sort(devices.begin(), devices.end());
     devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
     for (int device : devices) wanted += backend.memory_info(device).total;
-    wanted = round_up(wanted, granularity);
-    share = detail::ReservationBudgetShare::take(wanted, budget_bytes.load(std::memory_order_relaxed));
-    if (!share) {
-      std::size_t const fallback = round_up(fallback_bytes.load(std::memory_order_relaxed), granularity);
-      wanted = std::min(wanted, std::max(fallback, granularity));
-    }
   }
   wanted = round_up(wanted, granularity);
   std::size_t const floor = std::max(round_up(options.min_capacity_bytes, granularity), granularity);
@@ -114,6 +107,13 @@ AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std
                                                         std::to_string(granularity));
   }
   if (wanted < floor) wanted = floor;
+  if (options.max_capacity_bytes == 0) {  // a default-sized range: within the budget, or the fallback
+    share = detail::ReservationBudgetShare::take(wanted, budget_bytes.load(std::memory_order_relaxed));
+    if (!share) {
+      std::size_t const fallback = round_up(fallback_bytes.load(std::memory_order_relaxed), granularity);
+      wanted = std::min(wanted, std::max(fallback, floor));
+    }
+  }
   for (;;) {
     try {
       AddressRange range(backend, wanted);

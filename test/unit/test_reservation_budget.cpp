@@ -151,3 +151,13 @@ TEST_CASE("3000 default buffers all get a range and keep their data", "[growable
   CHECK(full_sized == 10);
   CHECK(backend.live_counts().ranges == 3000);
 }
+
+TEST_CASE("past the budget a default buffer reserves at least its min_capacity_bytes", "[growable][host][budget]") {
+  HostBackend backend({.granularity = granule});
+  LimitsScope const scope({.budget_bytes = 0, .fallback_bytes = 1 * MiB});
+  GrowableOptions options;
+  options.min_capacity_bytes = 3 * MiB;
+  HostGrowableBuffer<int> b(backend, options);
+  CHECK(b.reserved_bytes() == 3 * MiB);
+  CHECK(default_reserved_bytes() == 0);
+}
