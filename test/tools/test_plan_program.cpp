@@ -17,10 +17,12 @@
 #include <cuvmm/version.hpp>
 
 #include "child_process.hpp"
+#include "temp_files.hpp"
 
 using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
+using cuvmm::test::read_file;
 using cuvmm::test::run_program;
 
 namespace {
@@ -31,23 +33,10 @@ const char* plan_tool() {
   return from_environment != nullptr ? from_environment : CUVMM_PLAN_PATH;
 }
 
-/// A fresh directory under the system's temporary directory, removed at the end of the test.
-struct TempDir {
-  TempDir() {
-    path = std::filesystem::temp_directory_path() / ("cuvmm-plan-test-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::filesystem::path path;
+/// A scratch directory for one test.
+struct TempDir : cuvmm::test::TempDir {
+  TempDir() : cuvmm::test::TempDir("cuvmm-plan-test-") {}
 };
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::size_t line_count(const std::string& text) {
   std::size_t n = 0;

@@ -9,13 +9,13 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "child_process.hpp"
+#include "temp_files.hpp"
 
 using Catch::Matchers::ContainsSubstring;
+using cuvmm::test::read_file;
 using cuvmm::test::run_program;
 
 namespace {
@@ -82,10 +82,9 @@ cuda = types.SimpleNamespace(
     memory=types.SimpleNamespace(CUDAPluggableAllocator=_pluggable, change_current_allocator=_change))
 )PY";
 
-struct TempDir {
-  TempDir() {
-    path = std::filesystem::temp_directory_path() / ("cuvmm-torch-trace-test-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
+/// A scratch directory with the fake torch package, a trace and two plug-in files.
+struct TempDir : cuvmm::test::TempDir {
+  TempDir() : cuvmm::test::TempDir("cuvmm-torch-trace-test-") {
     std::filesystem::create_directories(path / "fake" / "torch");
     std::ofstream(path / "fake" / "torch" / "__init__.py") << fake_torch;
     // 1000 B, then 3000000 B, both freed: 2 MiB and 4 MiB held by the fake.
@@ -93,16 +92,7 @@ struct TempDir {
     std::ofstream(path / "libcuvmm_torch.so") << "not loaded by the fake";
     std::ofstream(path / "broken.so") << "the fake fails to load it";
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::filesystem::path path;
 };
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 }  // namespace
 
