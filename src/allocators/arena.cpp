@@ -150,6 +150,8 @@ struct Arena::State {
   std::optional<Run> take_from_other_stream(StreamCache& s, std::size_t slots);
   std::optional<Run> extend_cached_run(StreamCache& s, std::size_t slots);
   std::optional<Run> extend_cached_span(StreamCache& s, std::size_t slots);
+  Run remap_behind(StreamCache& c, std::size_t first, std::size_t kept, std::size_t mapped, std::size_t slots,
+                   StreamCache& requester);
   std::size_t back_and_map(PagePool::Span& span, StreamCache& s);
   std::optional<PagePool::Span> take_slots(std::size_t slots);
   void unmap_own_cache(StreamCache& s, const PagePool::Span& span);
@@ -252,17 +254,29 @@ std::optional<Arena::State::Run> Arena::State::take_cached(StreamCache& c, std::
     throw;
   }
   if (!ends_in_large_page) return Run{first, slots};
-  try {
-    wait_for(c);  // unmapping does not wait for the work still using the page
-  } catch (...) {
-    caches.put_pages(c, first, kept + large, true);  // the rest stays cached apart; this part too
-    throw;
+  return remap_behind(c, first, kept, kept + large, slots, requester);  // the rest stays cached apart
+}
+
+/// Makes [first, first + slots) a run for `requester` out of [first, first + mapped), which was just
+/// taken out of `c`'s cache: its first `kept` slots stay mapped where they are, the slots behind them
+/// are unmapped into the pool once `c`'s queued work is done (unmapping does not wait for it), and
+/// the request's remaining slots are mapped from there (steps 5-10). Should anything fail, what is
+/// still mapped of [first, first + mapped) goes back to `c`'s cache.
+Arena::State::Run Arena::State::remap_behind(StreamCache& c, std::size_t first, std::size_t kept, std::size_t mapped,
+                                             std::size_t slots, StreamCache& requester) {
+  if (mapped > kept) {
+    try {
+      wait_for(c);
+    } catch (...) {
+      caches.put_pages(c, first, mapped, true);  // as it was
+      throw;
+    }
+    pool.unmap(first + kept, mapped - kept);
+    ++counters.reclaims;
   }
-  pool.unmap(first + kept, large);
-  ++counters.reclaims;
-  auto tail = pool.take_slots_at(first + kept, slots - kept);
+  auto behind = pool.take_slots_at(first + kept, slots - kept);
   try {
-    back_and_map(tail, requester);
+    back_and_map(behind, requester);
   } catch (...) {
     caches.put_pages(c, first, kept, true);
     throw;
@@ -458,24 +472,7 @@ std::optional<Arena::State::Run> Arena::State::extend_cached_span(StreamCache& s
   auto const [first, held] = *found;
   caches.remove_large_span(s, first, held);
   std::size_t const kept = slots / large > held / large ? held / large * large : held;  // slots that stay mapped
-  if (kept < held) {  // the small tail, into the pool, once the work that may use it is done
-    try {
-      wait_for(s);
-    } catch (...) {
-      caches.put_pages(s, first, held, true);
-      throw;
-    }
-    pool.unmap(first + kept, held - kept);
-    ++counters.reclaims;
-  }
-  auto span = pool.take_slots_at(first + kept, slots - kept);
-  try {
-    back_and_map(span, s);
-  } catch (...) {
-    caches.put_pages(s, first, kept, true);
-    throw;
-  }
-  return Run{first, slots};
+  return remap_behind(s, first, kept, held, slots, s);  // the small tail goes when large pages follow
 }
 
 /// Waits for `s`'s queued work (unmapping does not wait), then unmaps what of its cache the span
