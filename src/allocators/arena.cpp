@@ -36,10 +36,9 @@
 // that no cached small page serves borrows the last large page of a cached span of whole large
 // pages where it is mapped (its slots become lent slots, below), rather than unmapping the span:
 // on the H200 traces (bookkeeping replay) this cut creates and releases by ~8% and the estimated
-// driver time by 2-4%. What a request
-// leaves of a span stays cached. Stitching scattered pages behind new addresses is the fallback
-// that beats fragmentation, not the common path; it unmaps only the smallest cached spans that give
-// it the large pages it lacks. A cached span of whole large pages merges with the span of its stream
+// driver time by 2-4%. What a request leaves of a span stays cached. Stitching scattered pages
+// behind new addresses is the fallback that beats fragmentation, not the common path; it unmaps
+// only the smallest cached spans that give it the large pages it lacks. A cached span of whole large pages merges with the span of its stream
 // cached right behind it. test/unit/test_arena_trace.cpp replays cuvmm-plan's traces and bounds the
 // pages moved (on the H200's quick trace 3270, ~191 ms of driver calls against cudaMallocAsync's
 // 0.09 s for the whole replay).
