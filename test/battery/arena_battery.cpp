@@ -411,10 +411,59 @@ TEST_CASE("release_stream hands a stream's free memory to the others", "[arena][
   arena.deallocate(span_again, 3 * page, staying);
 }
 
-TEST_CASE("a request of a large page or more gets large pages at an aligned address, then small ones",
+TEST_CASE("by default a request of a large page or more takes whole large pages at an aligned address, and small "
+          "requests of its stream borrow what the last one holds beyond it",
+          "[arena][battery][tails]") {
+  auto memory = make_battery_memory();
+  REQUIRE(memory->options().share_large_page_tails);  // the default, which the battery's options keep
+  Arena arena(memory->backend(), memory->options());
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  std::size_t const large = arena.large_page_bytes();
+  REQUIRE(large >= 4 * page);
+  std::size_t const bytes = large + page - 100;  // two whole large pages; the second lends large - page
+
+  void* owner = arena.allocate(bytes, stream);
+  CHECK(reinterpret_cast<std::uintptr_t>(owner) % large == 0);
+  ArenaStats const made = arena.stats();
+  CHECK(made.chunks_created == 2);
+  CHECK(made.maps == 2);
+  CHECK(made.bytes_physical.current == 2 * large);
+  CHECK(memory->backend().live_counts().bytes_mapped == 2 * large);
+
+  std::size_t const borrowed_bytes = 2 * page;
+  void* borrower = arena.allocate(borrowed_bytes, stream);  // in the lent tail, nothing mapped
+  CHECK(borrower == static_cast<std::byte*>(owner) + large + page);
+  ArenaStats s = arena.stats();
+  CHECK(s.maps == made.maps);
+  CHECK(s.chunks_created == made.chunks_created);
+  CHECK(s.bytes_physical.current == 2 * large);
+  memory->write_pattern(owner, pattern_bytes(bytes), 21, stream);
+  memory->write_pattern(borrower, borrowed_bytes, 22, stream);
+  CHECK(memory->mismatches(owner, pattern_bytes(bytes), 21, stream) == 0);
+  CHECK(memory->mismatches(borrower, borrowed_bytes, 22, stream) == 0);
+
+  // Both freed on the stream: the two large pages are one cached span again, which the same
+  // request takes as it lies.
+  arena.deallocate(borrower, borrowed_bytes, stream);
+  arena.deallocate(owner, bytes, stream);
+  void* again = arena.allocate(bytes, stream);
+  CHECK(again == owner);
+  s = arena.stats();
+  CHECK(s.maps == made.maps);
+  CHECK(s.unmaps == 0);
+  CHECK(s.chunks_created == made.chunks_created);
+  memory->write_pattern(again, pattern_bytes(bytes), 23, stream);
+  CHECK(memory->mismatches(again, pattern_bytes(bytes), 23, stream) == 0);
+  arena.deallocate(again, bytes, stream);
+  CHECK(arena.trim() == 2 * large);
+  CHECK(memory->backend().live_counts().bytes_mapped == 0);
+}
+
+TEST_CASE("with small tails a request of a large page or more gets large pages at an aligned address, then small ones",
           "[arena][battery]") {
   auto memory = make_battery_memory();
-  Arena arena(memory->backend(), memory->options());
+  Arena arena(memory->backend(), small_tail_layout(*memory));
   Stream const stream = memory->new_stream();
   std::size_t const page = arena.page_bytes();
   std::size_t const large = arena.large_page_bytes();
@@ -738,7 +787,7 @@ TEST_CASE("a cached run with free addresses only before it grows downwards in pl
 TEST_CASE("a cached large span serves a request of fewer whole large pages from its front with no driver call",
           "[arena][battery][churn]") {
   auto memory = make_battery_memory();
-  Arena arena(memory->backend(), memory->options());
+  Arena arena(memory->backend(), small_tail_layout(*memory));
   Stream const stream = memory->new_stream();
   std::size_t const page = arena.page_bytes();
   std::size_t const large = arena.large_page_bytes();
@@ -773,7 +822,7 @@ TEST_CASE("a cached large span serves a request of fewer whole large pages from 
 TEST_CASE("a request larger than a cached large span with free addresses behind it grows the span in place",
           "[arena][battery][churn]") {
   auto memory = make_battery_memory();
-  Arena arena(memory->backend(), memory->options());
+  Arena arena(memory->backend(), small_tail_layout(*memory));
   Stream const stream = memory->new_stream();
   std::size_t const page = arena.page_bytes();
   std::size_t const large = arena.large_page_bytes();
@@ -842,7 +891,7 @@ TEST_CASE("a failure while growing or cutting a cached run keeps what stays mapp
           "[arena][battery][churn][failure]") {
   auto memory = make_battery_memory();
   FaultInjectingBackend faulty(memory->backend());
-  Arena arena(faulty, memory->options());
+  Arena arena(faulty, small_tail_layout(*memory));
   Stream const stream = memory->new_stream();
   std::size_t const page = arena.page_bytes();
   std::size_t const large = arena.large_page_bytes();

@@ -36,4 +36,12 @@ class BatteryMemory {
 /// Defined once per test program.
 std::unique_ptr<BatteryMemory> make_battery_memory();
 
+/// `memory`'s options with large requests laid out as large pages then small ones (share_large_page_tails
+/// off), for the cases that check that layout.
+inline ArenaOptions small_tail_layout(BatteryMemory& memory) {
+  ArenaOptions options = memory.options();
+  options.share_large_page_tails = false;
+  return options;
+}
+
 }  // namespace cuvmm::test

@@ -362,6 +362,20 @@ std::vector<std::string> growth_strategy_names(bool device) {
 std::unique_ptr<GrowthStrategy> make_growth_strategy(std::string_view name, Backend& backend,
                                                      DeviceRuntimeSession* device, std::size_t target_bytes) {
   if (name == growable_policy_name) return make_growable_strategy(backend);
+  if (name.starts_with(growable_hide_prefix)) {  // an experiment: the real policy with another hide size
+    GrowableOptions hide;
+    std::string const mib(name.substr(std::string_view(growable_hide_prefix).size()));
+    std::size_t used = 0;
+    try {
+      hide.hide_bytes = std::stoull(mib, &used) * MiB;
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    if (used == 0 || used != mib.size() || hide.hide_bytes == 0) {
+      throw std::invalid_argument("growth strategy '" + std::string(name) + "': wants " + growable_hide_prefix + "MIB");
+    }
+    return make_growable_strategy(backend, hide);
+  }
   if (name == growable_fixed_name) {
     GrowableOptions fixed;
     fixed.max_chunk_bytes = backend.granularity({}, GranularityKind::minimum);  // every chunk one granule

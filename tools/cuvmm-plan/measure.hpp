@@ -88,6 +88,9 @@ class GrowthStrategy {
 /// Growth strategy names, as they appear in the JSON, the CSV and the plots.
 inline constexpr const char* growable_policy_name = "growable";               // the real policy
 inline constexpr const char* growable_fixed_name = "growable_fixed_chunks";   // one granule per chunk
+/// "growable_hide_MiB_N": the real policy with GrowableOptions::hide_bytes = N MiB (for experiments
+/// with --growth-case; not one of the profiles' strategies).
+inline constexpr const char* growable_hide_prefix = "growable_hide_MiB_";
 inline constexpr const char* copy_grow_2x_name = "cudaMalloc_copy_grow_2x";
 inline constexpr const char* copy_grow_1_5x_name = "cudaMalloc_copy_grow_1.5x";
 inline constexpr const char* async_copy_grow_2x_name = "cudaMallocAsync_copy_grow_2x";
