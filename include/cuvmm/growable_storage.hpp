@@ -74,9 +74,10 @@ struct GrowableOptions {
   /// then in chunks of at least the hide size, then of 1/16 of the size; `compact` takes 1/16 of
   /// the size at every size (least slack, more growth steps for small buffers).
   GrowthPolicy growth = GrowthPolicy::fast;
-  /// The fast policy's hide size: bytes the device writes in about the time one growth step takes,
-  /// so a chunk this large hides its step behind the GPU's work. 0: default_hide_bytes() of the
-  /// smallest placement device's memory (its memory / 512: ~280 MiB on an H200). `cuvmm-plan`
+  /// The fast policy's hide size: bytes the device writes in about twice the time one growth step
+  /// takes, so a chunk this large hides its step (and the appends issued meanwhile) behind the
+  /// GPU's work (growth_policy.hpp). 0: default_hide_bytes() of the
+  /// smallest placement device's memory (its memory / 256: ~556 MiB on an H200). `cuvmm-plan`
   /// measures it for a GPU and prints the value to set here. Rounded down to whole granules,
   /// within [one granule, the chunk cap].
   std::size_t hide_bytes = 0;

@@ -5,12 +5,18 @@
 //  - A growth step costs ~50-100 µs of driver calls on the host (cuMemCreate ~11-37 µs, cuMemMap
 //    ~1 µs, and granting access ~25 µs per newly mapped handle whatever the call shape). A step is
 //    hidden behind the GPU's work only when the chunk it maps takes the GPU longer to fill than the
-//    step takes: the "hide size", bytes the device writes in ~one step's time. On an H200 (~3 TB/s
-//    of fill bandwidth, ~100 µs a step) that is ~300 MB: a few hundred MiB. cuvmm-plan measures it
-//    per GPU (fill bandwidth of the preallocated baseline x step time of its chunk size) and prints
-//    the value for GrowableOptions::hide_bytes. Its default is the device's memory / 512
-//    (default_hide_bytes): ~140 GiB / 512 = ~280 MiB on an H200. Fast GPUs have about 25-45 bytes/s
-//    of bandwidth per byte of memory, so writing memory / 512 takes ~45-80 µs: about one step.
+//    step takes. The "hide size" is a chunk whose fill takes the device about twice one step's
+//    time: between two steps the host also issues the appends that fill the chunk, and a larger
+//    chunk's grant costs more (~50 µs at 32 MiB, ~75 µs at 512 MiB on the H200). Measured there
+//    (2026-11-30, 4 GiB in 64 MiB appends, fresh processes, 3 rounds): 1.46-1.83x the time of a
+//    preallocated buffer with chunks of one step's fill (278 MiB, 17 steps), 1.33-1.40x with twice
+//    that (556 MiB, 11 steps); three and four times gave no more (1.31-1.61x) for more slack.
+//    On an H200 (~3.5 TB/s of fill bandwidth, ~90 µs a step) that is ~600 MB. cuvmm-plan measures
+//    it per GPU (2 x fill bandwidth of the preallocated baseline x step time of its chunk size) and
+//    prints the value for GrowableOptions::hide_bytes. Its default is the device's memory / 256
+//    (default_hide_bytes): ~140 GiB / 256 = ~556 MiB on an H200. Fast GPUs have about 25-45
+//    bytes/s of bandwidth per byte of memory, so writing memory / 256 takes ~90-160 µs: about two
+//    steps.
 //  - Below the hide size every step is exposed, so the count of steps is what costs: the old rule
 //    (1/16 of the size per chunk, ~11 steps per doubling) made 256 MiB in 4 KiB appends take 58
 //    steps and run no faster than cudaMalloc copy-and-grow. So the `fast` policy grows a buffer
@@ -51,11 +57,11 @@ enum class GrowthPolicy : std::uint8_t {
 /// Default cap on chunk size (GrowableOptions::max_chunk_bytes).
 inline constexpr std::size_t default_max_chunk_bytes = std::size_t{2} << 30;  // 2 GiB
 
-/// The default hide size of a device with `device_memory_bytes` of memory: 1/512 of it, rounded
-/// down to the granularity, at least one granule (~280 MiB on an H200, ~140 GiB; see above).
+/// The default hide size of a device with `device_memory_bytes` of memory: 1/256 of it, rounded
+/// down to the granularity, at least one granule (~556 MiB on an H200, ~140 GiB; see above).
 constexpr std::size_t default_hide_bytes(std::size_t device_memory_bytes, std::size_t granularity) noexcept {
   if (granularity == 0) return 0;
-  std::size_t const granules = device_memory_bytes / 512 / granularity;
+  std::size_t const granules = device_memory_bytes / 256 / granularity;
   return (granules == 0 ? 1 : granules) * granularity;
 }
 

@@ -337,7 +337,7 @@ TEST_CASE("the JSON escapes strings and writes null for what was not measured", 
   CHECK_THAT(json, ContainsSubstring("\"driver_threads\": [\n  ]"));
 }
 
-TEST_CASE("the hide size is fill bandwidth times the step time of the first chunk size that hides its own step",
+TEST_CASE("the hide size is twice fill bandwidth times the step time of the first chunk size that hides its own step",
           "[plan][report][hide]") {
   Measurements m;
   m.total_bytes = 128 * GiB;
@@ -347,28 +347,29 @@ TEST_CASE("the hide size is fill bandwidth times the step time of the first chun
                     driver_row(256 * MiB, 116)};
   Recommendation r = recommend(m);
   CHECK_FALSE(r.hide_bytes.has_value());  // no fill bandwidth without the preallocated baseline
-  CHECK(r.default_hide_bytes == 256 * MiB);
+  CHECK(r.default_hide_bytes == 512 * MiB);
   CHECK_THAT(format_recommendation(r, m),
              ContainsSubstring("hide size:         not measured (needs the driver calls and the preallocated "
-                               "baseline); GrowableOptions::hide_bytes defaults to memory / 512 = 256 MiB"));
+                               "baseline); GrowableOptions::hide_bytes defaults to memory / 256 = 512 MiB"));
 
   // Fills at 8 GiB in 2.9 ms (2.96 TB/s): 2 MiB fills in 0.7 µs, 64 MiB in 22.7 µs (both shorter
-  // than their steps), 256 MiB in 90.6 µs >= 81.2 µs. So 2.96e12 B/s x 81.2 µs = 240.5 MB -> 230 MiB.
+  // than their steps), 256 MiB in 90.6 µs >= 81.2 µs. So 2 x 2.96e12 B/s x 81.2 µs = 481.1 MB,
+  // rounded up to the granularity: 460 MiB.
   m.growth = {growth_row(preallocated_name, 8 * GiB, 64 * MiB, 2.9e-3), growth_row(preallocated_name, 1 * GiB, 64 * MiB, 1.0),
               growth_row(growable_policy_name, 8 * GiB, 64 * MiB, 3.5e-3)};
   r = recommend(m);
   REQUIRE(r.hide_bytes.has_value());
-  CHECK(*r.hide_bytes == 230 * MiB);
+  CHECK(*r.hide_bytes == 460 * MiB);
   CHECK(r.hide_step_chunk_bytes == 256 * MiB);
   CHECK(r.hide_step_us == Approx(81.2));
   CHECK(r.hide_fill_bytes_per_second == Approx(8.0 * GiB / 2.9e-3));
   std::string const text = format_recommendation(r, m);
-  CHECK_THAT(text, ContainsSubstring("hide size:         230 MiB ("));
-  CHECK_THAT(text, ContainsSubstring("set GrowableOptions::hide_bytes = 241172480 (default here: memory / 512 = 256 MiB)"));
+  CHECK_THAT(text, ContainsSubstring("hide size:         460 MiB ("));
+  CHECK_THAT(text, ContainsSubstring("set GrowableOptions::hide_bytes = 482344960 (default here: memory / 256 = 512 MiB)"));
   std::ostringstream json;
   write_json(json, m, r);
-  CHECK_THAT(json.str(), ContainsSubstring("\"hide_bytes\": 241172480, \"hide_bytes_option\": \"GrowableOptions::hide_bytes\""));
-  CHECK_THAT(json.str(), ContainsSubstring("\"default_hide_bytes\": 268435456"));
+  CHECK_THAT(json.str(), ContainsSubstring("\"hide_bytes\": 482344960, \"hide_bytes_option\": \"GrowableOptions::hide_bytes\""));
+  CHECK_THAT(json.str(), ContainsSubstring("\"default_hide_bytes\": 536870912"));
 
   // A slow device (1 GiB/s): 2 MiB already fills in 2 ms, longer than its 44.1 µs step; the hide
   // size (47 KB) is one granule.

@@ -225,20 +225,22 @@ TEST_CASE("growth step counts of the issue's cases, fast against compact", "[gro
   }
 }
 
-TEST_CASE("a host buffer grows with the fast policy's steps, and the hide size defaults to memory / 512",
+TEST_CASE("a host buffer grows with the fast policy's steps, and the hide size defaults to memory / 256",
           "[growable][host][policy]") {
   HostBackend backend({.granularity = g2, .physical_limit = 128 * GiB});
   {
     GrowableStorage storage(backend, capped(2 * GiB));
-    CHECK(storage.growth_shape().hide_bytes == 256 * MiB);  // 128 GiB / 512
+    CHECK(storage.growth_shape().hide_bytes == 512 * MiB);  // 128 GiB / 256
     CHECK(storage.growth_shape().policy == GrowthPolicy::fast);
     CHECK(storage.growth_shape().granularity == g2);
     for (std::size_t size = 4 * KiB; size <= 256 * MiB; size += 4 * KiB) storage.reserve(size);
     CHECK(storage.stats().growth_steps == 8);
     CHECK(storage.capacity() == 256 * MiB);
     CHECK(storage.chunk_count() == 8);
+    // One more doubling (256 MiB < the hide size), then one chunk of the hide size: 512 MiB.
     for (std::size_t size = 257 * MiB; size <= 1 * GiB; size += 1 * MiB) storage.reserve(size);
-    CHECK(storage.stats().growth_steps == 11);
+    CHECK(storage.stats().growth_steps == 10);
+    CHECK(storage.chunks().back().size() == 512 * MiB);
     CHECK(storage.capacity() == 1 * GiB);
   }
   {

@@ -68,7 +68,7 @@ void recommend_hide_size(const Measurements& m, Recommendation& r) {
       break;
     }
   }
-  double const bytes = bandwidth * step_us(*chosen) * 1e-6;
+  double const bytes = 2 * bandwidth * step_us(*chosen) * 1e-6;  // two steps' fill: growth_policy.hpp
   std::size_t hide = static_cast<std::size_t>(std::ceil(bytes));
   if (m.granularity != 0) hide = (hide + m.granularity - 1) / m.granularity * m.granularity;
   r.hide_bytes = hide;
@@ -277,15 +277,15 @@ std::string format_recommendation(const Recommendation& r, const Measurements& m
   }
   if (r.hide_bytes) {
     std::snprintf(line, sizeof line,
-                  "  hide size:         %s (fills at %.3g GB/s x a %.3g us growth step of %s chunks): set %s = %zu"
-                  " (default here: memory / 512 = %s)\n",
+                  "  hide size:         %s (2 x fills at %.3g GB/s x a %.3g us growth step of %s chunks): set %s = %zu"
+                  " (default here: memory / 256 = %s)\n",
                   format_bytes(*r.hide_bytes).c_str(), r.hide_fill_bytes_per_second / 1e9, r.hide_step_us,
                   format_bytes(r.hide_step_chunk_bytes).c_str(), hide_bytes_option, *r.hide_bytes,
                   format_bytes(r.default_hide_bytes).c_str());
     out << line;
   } else {
     out << "  hide size:         not measured (needs the driver calls and the preallocated baseline); "
-        << hide_bytes_option << " defaults to memory / 512 = " << format_bytes(r.default_hide_bytes) << "\n";
+        << hide_bytes_option << " defaults to memory / 256 = " << format_bytes(r.default_hide_bytes) << "\n";
   }
   auto const page_cost = [](std::optional<double> ms) {
     return ms ? "driver calls " + milliseconds(*ms) + " per GiB" : std::string("not measured at this size");

@@ -12,8 +12,8 @@
 //  - thread scaling: driver-call cycles per second with the most threads measured over one thread,
 //    read in each repeat of the thread measurement (the counts run one after another in a repeat):
 //    the median of those ratios, with their lowest and highest as the spread.
-//  - hide size (GrowableOptions::hide_bytes): the bytes the device fills in the time one growth
-//    step takes, fill bandwidth x step time. Fill bandwidth: the preallocated baseline's largest
+//  - hide size (GrowableOptions::hide_bytes): the bytes the device fills in twice the time one
+//    growth step takes, 2 x fill bandwidth x step time (growth_policy.hpp says why). Fill bandwidth: the preallocated baseline's largest
 //    completed growth (bytes over its time: fills only). Step time: create + map + set access
 //    (medians) of the smallest measured chunk size whose own fill takes at least that long (the
 //    largest measured when none does). Rounded up to the granularity. Not measured without both.
@@ -70,7 +70,7 @@ struct Recommendation {
   double hide_fill_bytes_per_second = 0;  ///< the fill bandwidth it was computed from
   double hide_step_us = 0;                ///< the step time it was computed from
   std::size_t hide_step_chunk_bytes = 0;  ///< the chunk size whose step time was taken
-  /// GrowableOptions' default hide size on this device (its memory / 512), for comparison.
+  /// GrowableOptions' default hide size on this device (its memory / 256), for comparison.
   std::size_t default_hide_bytes = 0;
   /// The Arena's default page sizes on this device (the granularity; ArenaOptions' large page
   /// size) and the driver-call cost per GiB measured at each, when that chunk size was measured.
