@@ -76,10 +76,9 @@ struct GrowableOptions {
   GrowthPolicy growth = GrowthPolicy::fast;
   /// The fast policy's hide size: bytes the device writes in about twice the time one growth step
   /// takes, so a chunk this large hides its step (and the appends issued meanwhile) behind the
-  /// GPU's work (growth_policy.hpp). 0: default_hide_bytes() of the
-  /// smallest placement device's memory (its memory / 256: ~556 MiB on an H200). `cuvmm-plan`
-  /// measures it for a GPU and prints the value to set here. Rounded down to whole granules,
-  /// within [one granule, the chunk cap].
+  /// GPU's work (growth_policy.hpp). 0: default_hide_bytes() of the smallest placement device's
+  /// memory (its memory / 256: ~556 MiB on an H200). `cuvmm-plan` measures it for a GPU and prints
+  /// the value to set here. Rounded down to whole granules, within [one granule, the chunk cap].
   std::size_t hide_bytes = 0;
   /// Where the address range comes from. Null (the default): the buffer reserves its own range,
   /// sized by max_capacity_bytes (0: as large as its devices' memory, ~141 GB on an H200, within the

@@ -13,7 +13,7 @@
 // Every slot is in exactly one state: free (PagePool's free set); cached (mapped, free, in one
 // stream's cache); a live span (mapped, backing one allocation of whole pages, `live_spans`); a
 // slab (mapped, split into blocks); lent (mapped, free, in a large page that a live span or another
-// lent slot still uses, in one stream's `lent` set: only with ArenaOptions::share_large_page_tails).
+// lent slot still uses, in one stream's `lent` set: a shared tail, or a borrowed cached large page).
 //
 // A request of n slots is a small layout (n < L: all small pages) or a large layout (n >= L: n / L
 // large pages at an L-aligned address, small pages behind). Fragmentation is bounded by
@@ -38,20 +38,21 @@
 // on the H200 traces (bookkeeping replay) this cut creates and releases by ~8% and the estimated
 // driver time by 2-4%. What a request leaves of a span stays cached. Stitching scattered pages
 // behind new addresses is the fallback that beats fragmentation, not the common path; it unmaps
-// only the smallest cached spans that give it the large pages it lacks. A cached span of whole large pages merges with the span of its stream
-// cached right behind it. test/unit/test_arena_trace.cpp replays cuvmm-plan's traces and bounds the
-// pages moved (on the H200's quick trace 3270, ~191 ms of driver calls against cudaMallocAsync's
-// 0.09 s for the whole replay).
+// only the smallest cached spans that give it the large pages it lacks. A cached span of whole
+// large pages merges with the span of its stream cached right behind it.
+// test/unit/test_arena_trace.cpp replays cuvmm-plan's traces and bounds the pages moved (with
+// shared tails off, on the H200's quick trace 3270, ~191 ms of driver calls against
+// cudaMallocAsync's 0.09 s for the whole replay).
 //
-// Shared tails (ArenaOptions::share_large_page_tails, off by default): a large request takes whole
+// Shared tails (ArenaOptions::share_large_page_tails, on by default): a large request takes whole
 // large pages, and the slots of its last one behind the request are lent to later small-page
-// requests of its stream (as are borrowed large pages, in either mode) (never to slabs, whose empty pages are unmapped one slot at a time). A
-// large page whose every slot is free again on one stream leaves the lent slots as a cached span;
-// reclaim_everything gathers every stream's lent slots to find the pages freed on several. Freed
-// memory then stays in runs of whole large pages, so far fewer pages move (1303 on the quick
-// trace, ~68 ms), but tails that nothing borrows lower the utilization (0.89 against 0.94).
-// Measured on the H200 (bench_arena trace/, 2026-11-30): a replay takes 3.5-3.7x cudaMallocAsync's
-// time by default and 1.13-1.29x with shared tails.
+// requests of its stream, like a borrowed large page (never to slabs, whose empty pages are
+// unmapped one slot at a time). A large page whose every slot is free again on one stream leaves
+// the lent slots as a cached span; reclaim_everything gathers every stream's lent slots to find the
+// pages freed on several. Freed memory then stays in runs of whole large pages, so far fewer pages
+// move (1303 on the quick trace, ~68 ms), but tails that nothing borrows lower the utilization
+// (0.89 against 0.94). Measured on the H200 (bench_arena trace/, 2026-11-30, 4ba9ba4): a replay
+// takes 1.14-1.21x cudaMallocAsync's time with shared tails and 3.3-3.5x without.
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>
@@ -385,7 +386,9 @@ void Arena::State::return_lent_pages(StreamCache& c, std::size_t first, std::siz
 /// there is no such span. Throws only std::bad_alloc, and then nothing changed.
 bool Arena::State::lend_cached_large_page(StreamCache& c) {
   std::size_t const large = pool.slots_per_large();
-  auto const found = caches.find_large_span(c, large, 8, [&](std::size_t, std::size_t held) { return held % large == 0; });
+  constexpr int spans_tried = 8;
+  auto const found =
+      caches.find_large_span(c, large, spans_tried, [&](std::size_t, std::size_t held) { return held % large == 0; });
   if (!found) return false;
   auto const [first, held] = *found;
   std::size_t const page = first + held - large;
