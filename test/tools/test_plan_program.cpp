@@ -339,6 +339,22 @@ TEST_CASE("one growth measured on its own prints its row; a bad case is refused"
   auto const baseline = run_program({plan_tool(), "--backend", "host", "--growth-case", "thrust_device_vector:1:1"});
   CHECK(baseline.exit_status == 1);
   CHECK_THAT(baseline.output, ContainsSubstring("no growth strategy 'thrust_device_vector' without a GPU"));
+  // The experiment strategy: the real policy with another hide size (2 MiB: one granule, so every
+  // step is one granule after the first).
+  auto const hide = run_program({plan_tool(), "--backend", "host", "--growth-case", "growable_hide_MiB_2:8388608:1048576"});
+  CHECK(hide.exit_status == 0);
+  CHECK_THAT(hide.output, StartsWith("growth-row growable_hide_MiB_2 8388608 1048576 ok 8388608 8 "));
+  std::istringstream hide_fields(hide.output);
+  std::vector<std::string> hide_row{std::istream_iterator<std::string>(hide_fields), std::istream_iterator<std::string>()};
+  REQUIRE(hide_row.size() == 14);
+  CHECK(hide_row[11] == "4");  // chunks: 2 MiB each
+  for (const char* bad : {"growable_hide_MiB_:1:1", "growable_hide_MiB_0:1:1", "growable_hide_MiB_x2:1:1",
+                          "growable_hide_MiB_2x:1:1", "growable_hide_MiB_-1:1:1"}) {
+    INFO(bad);
+    auto const refused = run_program({plan_tool(), "--backend", "host", "--growth-case", bad});
+    CHECK(refused.exit_status == 1);
+    CHECK_THAT(refused.output, ContainsSubstring("wants growable_hide_MiB_MIB, a positive whole number of MiB"));
+  }
   auto const malformed = run_program({plan_tool(), "--growth-case", "growable:lots"});
   CHECK(malformed.exit_status == 2);
   CHECK_THAT(malformed.output, StartsWith("cuvmm-plan: --growth-case wants STRATEGY:TARGET_BYTES:APPEND_BYTES, not "

@@ -10,6 +10,7 @@
 #include <thrust/device_vector.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace cuvmm::plan {
 namespace {
@@ -363,18 +365,17 @@ std::unique_ptr<GrowthStrategy> make_growth_strategy(std::string_view name, Back
                                                      DeviceRuntimeSession* device, std::size_t target_bytes) {
   if (name == growable_policy_name) return make_growable_strategy(backend);
   if (name.starts_with(growable_hide_prefix)) {  // an experiment: the real policy with another hide size
-    GrowableOptions hide;
-    std::string const mib(name.substr(std::string_view(growable_hide_prefix).size()));
-    std::size_t used = 0;
-    try {
-      hide.hide_bytes = std::stoull(mib, &used) * MiB;
-    } catch (const std::logic_error&) {
-      used = 0;
+    std::string_view const digits = name.substr(std::string_view(growable_hide_prefix).size());
+    std::size_t mib = 0;
+    auto const [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), mib);
+    if (digits.empty() || error != std::errc{} || end != digits.data() + digits.size() || mib == 0 ||
+        mib > SIZE_MAX / MiB) {
+      throw std::invalid_argument("growth strategy '" + std::string(name) + "': wants " + growable_hide_prefix +
+                                  "MIB, a positive whole number of MiB");
     }
-    if (used == 0 || used != mib.size() || hide.hide_bytes == 0) {
-      throw std::invalid_argument("growth strategy '" + std::string(name) + "': wants " + growable_hide_prefix + "MIB");
-    }
-    return make_growable_strategy(backend, hide);
+    GrowableOptions options;
+    options.hide_bytes = mib * MiB;
+    return make_growable_strategy(backend, options);
   }
   if (name == growable_fixed_name) {
     GrowableOptions fixed;
