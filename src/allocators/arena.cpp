@@ -111,7 +111,7 @@ detail::PagePoolOptions pool_options(Backend& backend, const ArenaOptions& optio
     o.large_page = options.large_page_bytes;
   }
   std::size_t space = options.address_space_bytes;
-  if (space == 0) space = 2 * backend.memory_info(options.device).total;
+  if (space == 0) space = default_address_space_factor * backend.memory_info(options.device).total;
   std::size_t const alignment = o.large_page != 0 ? o.large_page : o.page;
   o.address_space = std::max(round_up(space, alignment), alignment);
   o.byte_limit = options.byte_limit;
@@ -516,7 +516,7 @@ void Arena::State::unmap_own_cache(StreamCache& s, const PagePool::Span& span) {
   while (pool.pooled_pages(PagePool::Size::large) < span.large_missing()) {  // the smallest spans, as few as will do
     auto const cached = caches.pop_large_span(s);
     if (!cached) break;
-    pool.unmap(cached->first, cached->second);
+    pool.retire(cached->first, cached->second);
     ++counters.reclaims;
   }
   std::size_t const pooled = pool.pooled_pages(PagePool::Size::small);
@@ -528,7 +528,7 @@ void Arena::State::reclaim_everything() {
   caches.for_each([&](StreamCache& s) { wait_for(s); });
   auto const empty = slabs.remove_empty();
   caches.forget_slabs(empty, pool.range().base(), pool.page_bytes());
-  for (auto const& [slot, size_class] : empty) pool.unmap(slot, 1);
+  for (auto const& [slot, size_class] : empty) pool.retire(slot, 1);
   // Every stream's work is done: the lent slots of all streams meet in the first stream's, so a
   // large page whose slots were freed on several streams is found whole.
   StreamCache* gathered = nullptr;
@@ -613,14 +613,14 @@ std::size_t Arena::State::unmap_cached(StreamCache& s, std::size_t slots_wanted)
   while (done < slots_wanted) {
     auto const extent = caches.pop_extent(s, slots_wanted - done);
     if (!extent) break;
-    pool.unmap(extent->first, extent->second);
+    pool.retire(extent->first, extent->second);
     done += extent->second;
     ++counters.reclaims;
   }
   while (done < slots_wanted) {
     auto const span = caches.pop_large_span(s);
     if (!span) break;
-    pool.unmap(span->first, span->second);
+    pool.retire(span->first, span->second);
     done += span->second;
     ++counters.reclaims;
   }
@@ -629,7 +629,7 @@ std::size_t Arena::State::unmap_cached(StreamCache& s, std::size_t slots_wanted)
 
 void Arena::State::unmap_large_spans(StreamCache& s) {
   while (auto const span = caches.pop_large_span(s)) {
-    pool.unmap(span->first, span->second);
+    pool.retire(span->first, span->second);
     ++counters.reclaims;
   }
 }
@@ -767,6 +767,7 @@ std::size_t Arena::trim() {
   State& st = *state_;
   std::lock_guard const held(st.lock);
   st.reclaim_everything();
+  st.pool.unmap_stale();
   std::size_t const released = st.pool.release_all_pooled();
   st.update_peaks();
   return released;
@@ -806,6 +807,7 @@ ArenaStats Arena::stats() const {
   s.unmaps = st.calls.calls(BackendOp::unmap);
   s.access_calls = st.calls.calls(BackendOp::set_access);
   s.pages_moved = st.pool.pages_moved();
+  s.bytes_stale = st.pool.stale_bytes();
   s.streams = st.caches.size();
   std::size_t const cached = st.caches.cached_pages();
   s.fragmentation =

@@ -1,8 +1,8 @@
 // PagePool: the Arena's slots and pages (see page_pool.hpp for what it owns and its invariants).
 //
 // Never does: wait for a stream, look at a cache, or keep a page created for a Span that failed.
-// Cost: take_slots and unmap are O(log n) in the free extents plus O(pages) touched; pooling and
-// releasing are O(pages moved).
+// Cost: take_slots, unmap and retire are O(log n) in the free extents plus O(pages) touched;
+// pooling and releasing are O(pages moved); unmap_stale() (when no free run is left) is O(pages).
 #include "allocators/page_pool.hpp"
 
 #include <algorithm>
@@ -32,24 +32,51 @@ std::size_t PagePool::pooled_bytes() const noexcept {
   return small_pool_.size() * options_.page + large_pool_.size() * options_.large_page;
 }
 
-void PagePool::park(PhysicalChunk page) noexcept {
+void PagePool::park(Page page) noexcept {
   try {
-    pool(page.size() == options_.page ? Size::small : Size::large).push_back(std::move(page));
+    pool(page.chunk.size() == options_.page ? Size::small : Size::large).push_back(std::move(page));
   } catch (const std::bad_alloc&) {
     release(std::move(page));
   }
 }
 
-void PagePool::release(PhysicalChunk page) noexcept {
-  physical_bytes_ -= page.size();
+void PagePool::unmap_stale(Page& page) noexcept {
+  for (Mapping& stale : page.stale) {
+    std::size_t const first = slot_of(stale.address());
+    std::size_t const count = stale.size() / options_.page;
+    stale_bytes_ -= stale.size();
+    stale.reset();
+    try {
+      free_slots_.insert(first, count);
+    } catch (const std::bad_alloc&) {  // the addresses are lost to this arena, nothing else
+    }
+  }
+  page.stale.clear();
+}
+
+void PagePool::release(Page page) noexcept {
+  unmap_stale(page);
+  physical_bytes_ -= page.chunk.size();
   // `page` dies here: the chunk goes back to the backend.
+}
+
+std::size_t PagePool::unmap_stale() noexcept {
+  std::size_t count = 0;
+  auto const unmap_each = [&](Page& page) {
+    count += page.stale.size();
+    unmap_stale(page);
+  };
+  for (Page& page : small_pool_) unmap_each(page);
+  for (Page& page : large_pool_) unmap_each(page);
+  for (auto& [slot, mapped] : mapped_) unmap_each(mapped.page);
+  return count;
 }
 
 std::size_t PagePool::release_pooled(Size size, std::size_t bytes) noexcept {
   auto& from = pool(size);
   std::size_t released = 0;
   while (released < bytes && !from.empty()) {
-    released += from.back().size();
+    released += from.back().chunk.size();
     release(std::move(from.back()));
     from.pop_back();
   }
@@ -64,7 +91,11 @@ std::size_t PagePool::release_all_pooled() noexcept {
 }
 
 std::optional<PagePool::Span> PagePool::take_slots(std::size_t slots) {
-  auto const first = large_layout(slots) ? free_slots_.take_aligned(slots, slots_per_large_) : free_slots_.take(slots);
+  auto const take = [&] {
+    return large_layout(slots) ? free_slots_.take_aligned(slots, slots_per_large_) : free_slots_.take(slots);
+  };
+  auto first = take();
+  if (!first && unmap_stale() != 0) first = take();  // the stale mappings' addresses are needed now
   if (!first) return std::nullopt;
   return std::optional<Span>(std::in_place, *this, *first, slots);
 }
@@ -79,13 +110,32 @@ void PagePool::unmap(std::size_t first, std::size_t count) {
   for (std::size_t slot = first; slot < first + count;) {
     auto node = mapped_.extract(slot);
     assert(!node.empty());
-    PhysicalChunk& page = node.mapped().page;
+    Page& page = node.mapped().page;
     node.mapped().mapping.reset();
-    mapped_bytes_ -= page.size();
-    slot += page.size() / options_.page;
+    mapped_bytes_ -= page.chunk.size();
+    slot += page.chunk.size() / options_.page;
     park(std::move(page));
   }
   free_slots_.insert(first, count);
+}
+
+void PagePool::retire(std::size_t first, std::size_t count) {
+  for (std::size_t slot = first; slot < first + count;) {
+    auto node = mapped_.extract(slot);
+    assert(!node.empty());
+    Page& page = node.mapped().page;
+    std::size_t const bytes = page.chunk.size();
+    try {
+      page.stale.push_back(std::move(node.mapped().mapping));
+      stale_bytes_ += bytes;
+    } catch (const std::bad_alloc&) {  // no room to remember it: unmapped now instead
+      node.mapped().mapping.reset();
+      free_slots_.insert(slot, bytes / options_.page);
+    }
+    mapped_bytes_ -= bytes;
+    slot += bytes / options_.page;
+    park(std::move(page));
+  }
 }
 
 // Span -------------------------------------------------------------------------------------------
@@ -104,12 +154,12 @@ PagePool::Span::Span(Span&& other) noexcept
 PagePool::Span::~Span() {
   if (committed_) return;
   for (auto* pages : {&large_, &small_}) {
-    for (Page& p : *pages) {
-      if (!p.chunk) continue;
+    for (Entry& p : *pages) {
+      if (!p.page.chunk) continue;
       if (p.created) {
-        pool_->release(std::move(p.chunk));
+        pool_->release(std::move(p.page));
       } else {
-        pool_->park(std::move(p.chunk));
+        pool_->park(std::move(p.page));
       }
     }
   }
@@ -126,7 +176,7 @@ void PagePool::Span::take_pooled() {
     auto& from = pool_->pool(size);
     pages->reserve(pages->size() + std::min(missing, from.size()));
     for (; missing > 0 && !from.empty(); --missing) {
-      pages->push_back(Page{std::move(from.back()), false});
+      pages->push_back(Entry{std::move(from.back()), false});
       from.pop_back();
     }
   }
@@ -150,7 +200,7 @@ bool PagePool::Span::create_one(Size size) {
   }
   check_compression(created, pool_->options_.compression);  // Unsupported: released as it unwinds
   pool_->physical_bytes_ += bytes;
-  pages.push_back(Page{std::move(created), true});  // capacity reserved above: cannot throw
+  pages.push_back(Entry{Page{std::move(created), {}}, true});  // capacity reserved above: cannot throw
   return true;
 }
 
@@ -172,9 +222,9 @@ std::size_t PagePool::Span::map() {
   mappings.reserve(large_.size() + small_.size());
   std::size_t offset = first_ * pool.options_.page;
   for (auto* pages : {&large_, &small_}) {
-    for (Page const& p : *pages) {
-      mappings.emplace_back(pool.range_, offset, p.chunk);
-      offset += p.chunk.size();
+    for (Entry const& p : *pages) {
+      mappings.emplace_back(pool.range_, offset, p.page.chunk);
+      offset += p.page.chunk.size();
     }
   }
   set_access(mappings, pool.options_.grants);
@@ -184,9 +234,9 @@ std::size_t PagePool::Span::map() {
   std::size_t i = 0;
   try {
     for (auto* pages : {&large_, &small_}) {
-      for (Page& p : *pages) {
-        std::size_t const bytes = p.chunk.size();
-        pool.mapped_.emplace(slot, MappedPage{std::move(p.chunk), std::move(mappings[i])});
+      for (Entry& p : *pages) {
+        std::size_t const bytes = p.page.chunk.size();
+        pool.mapped_.emplace(slot, MappedPage{std::move(p.page), std::move(mappings[i])});
         pool.mapped_bytes_ += bytes;
         slot += bytes / pool.options_.page;
         ++i;
@@ -195,20 +245,20 @@ std::size_t PagePool::Span::map() {
   } catch (...) {
     slot = first_;
     for (auto* pages : {&large_, &small_}) {
-      for (Page& p : *pages) {
-        if (p.chunk) break;  // not moved yet: neither are the ones after it
+      for (Entry& p : *pages) {
+        if (p.page.chunk) break;  // not moved yet: neither are the ones after it
         auto node = pool.mapped_.extract(slot);
         node.mapped().mapping.reset();
-        pool.mapped_bytes_ -= node.mapped().page.size();
-        p.chunk = std::move(node.mapped().page);
-        slot += p.chunk.size() / pool.options_.page;
+        pool.mapped_bytes_ -= node.mapped().page.chunk.size();
+        p.page = std::move(node.mapped().page);
+        slot += p.page.chunk.size() / pool.options_.page;
       }
     }
     throw;
   }
   committed_ = true;
   for (auto* pages : {&large_, &small_}) {
-    pool.pages_moved_ += static_cast<std::size_t>(std::count_if(pages->begin(), pages->end(), [](const Page& p) { return !p.created; }));
+    pool.pages_moved_ += static_cast<std::size_t>(std::count_if(pages->begin(), pages->end(), [](const Entry& p) { return !p.created; }));
   }
   return first_;
 }

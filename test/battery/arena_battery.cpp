@@ -82,7 +82,7 @@ TEST_CASE("random allocations of sizes from bytes to pages are aligned, disjoint
   ArenaStats const s = arena.stats();
   CHECK(s.bytes_requested.current == requested);
   CHECK(s.allocations.current == live.size());
-  CHECK(s.bytes_mapped.current == memory->backend().live_counts().bytes_mapped);
+  CHECK(s.bytes_mapped.current + s.bytes_stale == memory->backend().live_counts().bytes_mapped);
   for (auto const& a : live) arena.deallocate(a.p, a.bytes, stream);
   CHECK(arena.stats().bytes_requested.current == 0);
   CHECK(arena.stats().allocations.current == 0);
@@ -383,7 +383,7 @@ TEST_CASE("16 threads allocating and freeing at once get disjoint memory that ke
   CHECK(s.bytes_requested.current == 0);
   CHECK(s.allocations.total == made);
   CHECK(s.allocations.peak >= 1);
-  CHECK(s.bytes_mapped.current == memory->backend().live_counts().bytes_mapped);
+  CHECK(s.bytes_mapped.current + s.bytes_stale == memory->backend().live_counts().bytes_mapped);
 }
 
 TEST_CASE("release_stream hands a stream's free memory to the others", "[arena][battery]") {
@@ -881,10 +881,62 @@ TEST_CASE("pages stitched from scattered free pages are counted as moved, first 
   ArenaStats const s = arena.stats();
   CHECK(s.pages_moved == 3);
   CHECK(s.maps == 9);
-  CHECK(s.unmaps == 3);
+  CHECK(s.unmaps == 0);  // their old addresses stay mapped (stale) until needed
+  CHECK(s.bytes_stale == 3 * page);
+  CHECK(s.bytes_mapped.current == 6 * page);
+  CHECK(memory->backend().live_counts().bytes_mapped == 9 * page);
   CHECK(s.chunks_created == 6);
+  memory->write_pattern(joined, 3 * page, 61, stream);
+  for (int i = 1; i < 6; i += 2) memory->write_pattern(pages[static_cast<std::size_t>(i)], page, 62 + i, stream);
+  CHECK(memory->mismatches(joined, 3 * page, 61, stream) == 0);
+  for (int i = 1; i < 6; i += 2) CHECK(memory->mismatches(pages[static_cast<std::size_t>(i)], page, 62 + i, stream) == 0);
+  CHECK(arena.trim() == 0);  // nothing cached or pooled, but trim unmaps the stale addresses
+  CHECK(arena.stats().unmaps == 3);
+  CHECK(arena.stats().bytes_stale == 0);
+  CHECK(memory->backend().live_counts().bytes_mapped == 6 * page);
+  CHECK(memory->mismatches(joined, 3 * page, 61, stream) == 0);
   arena.deallocate(joined, 3 * page, stream);
   for (int i = 1; i < 6; i += 2) arena.deallocate(pages[static_cast<std::size_t>(i)], page, stream);
+}
+
+TEST_CASE("stale addresses are unmapped when a request needs them, and when their page is released",
+          "[arena][battery][churn]") {
+  auto memory = make_battery_memory();
+  ArenaOptions options = memory->options();
+  options.large_page_bytes = 0;
+  std::size_t const page = Arena(memory->backend(), options).page_bytes();
+  options.address_space_bytes = 4 * page;
+  options.byte_limit = 4 * page;
+  Arena arena(memory->backend(), options);
+  Stream const stream = memory->new_stream();
+  void* a = arena.allocate(page, stream);
+  void* b = arena.allocate(page, stream);
+  REQUIRE(b == static_cast<std::byte*>(a) + page);
+  arena.deallocate(a, page, stream);
+  // Two pages: a's page moves behind b (its old address stays mapped, stale), one is created.
+  void* joined = arena.allocate(2 * page, stream);
+  CHECK(joined == static_cast<std::byte*>(a) + 2 * page);
+  CHECK(arena.stats().pages_moved == 1);
+  CHECK(arena.stats().bytes_stale == page);
+  CHECK(arena.stats().unmaps == 0);
+  arena.deallocate(b, page, stream);
+  arena.deallocate(joined, 2 * page, stream);
+  // Four pages: no free run is left, so the cache and the stale address are unmapped, and the
+  // four pages are mapped from the start of the range.
+  void* all = arena.allocate(4 * page, stream);
+  CHECK(all == a);
+  CHECK(arena.stats().bytes_stale == 0);
+  CHECK(arena.stats().unmaps == 4);
+  CHECK(arena.stats().chunks_created == 4);
+  CHECK(memory->backend().live_counts().bytes_mapped == 4 * page);
+  memory->write_pattern(all, 4 * page, 71, stream);
+  CHECK(memory->mismatches(all, 4 * page, 71, stream) == 0);
+  arena.deallocate(all, 4 * page, stream);
+  // Released pages take their stale addresses with them: after trim nothing is mapped.
+  CHECK(arena.trim() == 4 * page);
+  CHECK(arena.stats().bytes_stale == 0);
+  CHECK(memory->backend().live_counts().bytes_mapped == 0);
+  CHECK(memory->backend().live_counts().chunks == 0);
 }
 
 TEST_CASE("a failure while growing or cutting a cached run keeps what stays mapped cached and creates nothing",
