@@ -7,10 +7,12 @@
 // with "out of memory" while plenty is free. Large requests get large pages (32 MiB) for their
 // bulk, which scattered-access kernels need for speed. Small requests come from size-class slabs
 // (one page each, split into equal blocks). Freed memory stays mapped ("cached") for fast reuse until it is
-// needed elsewhere, trimmed, or the device runs out; then its pages are unmapped and reused. A cached
+// needed elsewhere, trimmed, or the device runs out; then its pages are reused at other addresses. A cached
 // run serves any request of its layout up to its size (the rest stays cached) and grows in place where the
 // addresses next to it are free, so pages move between addresses only when nothing cached is
-// close to the request (ArenaStats::pages_moved counts them).
+// close to the request (ArenaStats::pages_moved counts them). A page that moves keeps its old
+// mapping until those addresses are needed, the page is released, or trim() (ArenaStats::bytes_stale):
+// a move costs a map and an access grant, not also an unmap.
 //
 // Stream contract (as for cudaFreeAsync): memory freed on a stream can be reused at once by work
 // ordered after that point on the same stream. Another stream gets it only after the arena made
@@ -151,8 +153,9 @@ class Arena {
   /// does it register `stream`).
   void deallocate(void* p, std::size_t bytes, Stream stream = nullptr);
 
-  /// Waits for every stream that freed memory into the arena, unmaps all cached memory and
-  /// releases every page not backing a live allocation. Returns the bytes given back.
+  /// Waits for every stream that freed memory into the arena, unmaps all cached memory and every
+  /// stale mapping, and releases every page not backing a live allocation. Returns the bytes
+  /// given back.
   std::size_t trim();
   /// Hands everything `stream` freed to the arena as a whole (waiting for the stream's work on the
   /// host) and forgets the stream. Call it before destroying a stream that freed arena memory.
