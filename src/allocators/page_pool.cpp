@@ -107,31 +107,28 @@ PagePool::Span PagePool::take_slots_at(std::size_t first, std::size_t slots) {
 }
 
 void PagePool::unmap(std::size_t first, std::size_t count) {
-  for (std::size_t slot = first; slot < first + count;) {
-    auto node = mapped_.extract(slot);
-    assert(!node.empty());
-    Page& page = node.mapped().page;
-    node.mapped().mapping.reset();
-    mapped_bytes_ -= page.chunk.size();
-    slot += page.chunk.size() / options_.page;
-    park(std::move(page));
-  }
+  park_mapped(first, count, false);
   free_slots_.insert(first, count);
 }
 
-void PagePool::retire(std::size_t first, std::size_t count) {
+void PagePool::retire(std::size_t first, std::size_t count) { park_mapped(first, count, true); }
+
+void PagePool::park_mapped(std::size_t first, std::size_t count, bool keep_stale) {
   for (std::size_t slot = first; slot < first + count;) {
     auto node = mapped_.extract(slot);
     assert(!node.empty());
     Page& page = node.mapped().page;
     std::size_t const bytes = page.chunk.size();
-    try {
-      page.stale.push_back(std::move(node.mapped().mapping));
-      stale_bytes_ += bytes;
-    } catch (const std::bad_alloc&) {  // no room to remember it: unmapped now instead
-      node.mapped().mapping.reset();
-      free_slots_.insert(slot, bytes / options_.page);
+    if (keep_stale) {
+      try {
+        page.stale.push_back(std::move(node.mapped().mapping));
+        stale_bytes_ += bytes;
+      } catch (const std::bad_alloc&) {  // no room to remember it: unmapped now instead
+        node.mapped().mapping.reset();
+        free_slots_.insert(slot, bytes / options_.page);
+      }
     }
+    node.mapped().mapping.reset();  // (a no-op once kept as stale)
     mapped_bytes_ -= bytes;
     slot += bytes / options_.page;
     park(std::move(page));

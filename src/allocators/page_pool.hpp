@@ -128,6 +128,9 @@ class PagePool {
   void release(Page page) noexcept;
   /// Unmaps `page`'s stale mappings and frees their slots.
   void unmap_stale(Page& page) noexcept;
+  /// Moves the pages over [first, first + count) into the pools, their mappings unmapped or, with
+  /// `keep_stale`, kept as stale ones (unmap() and retire(); neither frees the slots here).
+  void park_mapped(std::size_t first, std::size_t count, bool keep_stale);
 
   Backend* backend_;
   PagePoolOptions options_;
