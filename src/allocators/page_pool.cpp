@@ -60,16 +60,10 @@ void PagePool::release(Page page) noexcept {
   // `page` dies here: the chunk goes back to the backend.
 }
 
-std::size_t PagePool::unmap_stale() noexcept {
-  std::size_t count = 0;
-  auto const unmap_each = [&](Page& page) {
-    count += page.stale.size();
-    unmap_stale(page);
-  };
-  for (Page& page : small_pool_) unmap_each(page);
-  for (Page& page : large_pool_) unmap_each(page);
-  for (auto& [slot, mapped] : mapped_) unmap_each(mapped.page);
-  return count;
+void PagePool::unmap_stale() noexcept {
+  for (Page& page : small_pool_) unmap_stale(page);
+  for (Page& page : large_pool_) unmap_stale(page);
+  for (auto& [slot, mapped] : mapped_) unmap_stale(mapped.page);
 }
 
 std::size_t PagePool::release_pooled(Size size, std::size_t bytes) noexcept {
@@ -95,7 +89,10 @@ std::optional<PagePool::Span> PagePool::take_slots(std::size_t slots) {
     return large_layout(slots) ? free_slots_.take_aligned(slots, slots_per_large_) : free_slots_.take(slots);
   };
   auto first = take();
-  if (!first && unmap_stale() != 0) first = take();  // the stale mappings' addresses are needed now
+  if (!first && stale_bytes_ != 0) {  // the stale mappings' addresses are needed now
+    unmap_stale();
+    first = take();
+  }
   if (!first) return std::nullopt;
   return std::optional<Span>(std::in_place, *this, *first, slots);
 }
@@ -123,8 +120,7 @@ void PagePool::park_mapped(std::size_t first, std::size_t count, bool keep_stale
       try {
         page.stale.push_back(std::move(node.mapped().mapping));
         stale_bytes_ += bytes;
-      } catch (const std::bad_alloc&) {  // no room to remember it: unmapped now instead
-        node.mapped().mapping.reset();
+      } catch (const std::bad_alloc&) {  // no room to remember it: unmapped below instead
         free_slots_.insert(slot, bytes / options_.page);
       }
     }

@@ -100,8 +100,8 @@ class PagePool {
   /// still mapped there as stale mappings (no driver call): the slots stay taken until the
   /// addresses are needed. The caller must no longer use the memory at those addresses.
   void retire(std::size_t first, std::size_t count);
-  /// Unmaps every stale mapping and frees its slots; returns how many there were.
-  std::size_t unmap_stale() noexcept;
+  /// Unmaps every stale mapping and frees its slots.
+  void unmap_stale() noexcept;
   /// Bytes of address space held by stale mappings.
   [[nodiscard]] std::size_t stale_bytes() const noexcept { return stale_bytes_; }
   /// Releases pooled pages of `size` until `bytes` were given back or none is left; returns the bytes.
