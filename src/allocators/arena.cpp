@@ -97,6 +97,15 @@ void set_current(ArenaCounter& c, std::size_t now) noexcept {
   c.peak = std::max(c.peak, now);
 }
 
+/// Free address space left behind each new run of pages, for it to grow into once cached: a
+/// cached run shorter than a request then maps only the pages it lacks, where it lies, instead of
+/// all of them moving to a new run (PagePool::take_slots). On cuvmm-plan's H200 traces
+/// (bookkeeping replay, default options, requests up to 1 GiB), pages moved (quick / full) with
+/// runs packed best fit: 1536 / 7680; with 512 MiB of room: 1213 / 6180; 1 GiB: 1076 / 5323;
+/// 2 GiB: 1075 / 5256; 4 GiB: 1055 / 5745 (the full trace then runs short of address space and
+/// packs sooner). Mean utilization moved from 0.890 / 0.918 packed to 0.886 / 0.915 with 2 GiB.
+constexpr std::size_t growth_room_bytes = 2 * GiB;
+
 /// The page geometry and pool options from the user's options, checked.
 detail::PagePoolOptions pool_options(Backend& backend, const ArenaOptions& options) {
   detail::PagePoolOptions o;
@@ -114,11 +123,15 @@ detail::PagePoolOptions pool_options(Backend& backend, const ArenaOptions& optio
     }
     o.large_page = options.large_page_bytes;
   }
+  std::size_t const device_bytes = backend.memory_info(options.device).total;
   std::size_t space = options.address_space_bytes;
-  if (space == 0) space = default_address_space_factor * backend.memory_info(options.device).total;
+  if (space == 0) space = default_address_space_factor * device_bytes;
   std::size_t const alignment = o.large_page != 0 ? o.large_page : o.page;
   o.address_space = std::max(round_up(space, alignment), alignment);
   o.byte_limit = options.byte_limit;
+  // The largest request that can succeed always finds its addresses: spacing stops short of it.
+  o.kept_free = o.byte_limit != 0 ? std::min(o.byte_limit, device_bytes) : device_bytes;
+  o.growth_room = round_up(growth_room_bytes, alignment);
   o.compression = options.compression;
   o.grants = options.access.empty() ? std::vector<AccessGrant>{{options.device, Access::read_write}} : options.access;
   return o;

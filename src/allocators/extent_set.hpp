@@ -5,7 +5,8 @@
 //  - extents never overlap and never touch: inserting an extent merges it with its neighbours;
 //  - by_first_ and by_size_ hold the same extents; pages_ is the sum of their counts.
 // take() returns the smallest extent that fits (the lowest address among equals) and keeps the
-// rest, so large extents survive for large requests. Not thread-safe: the Arena's lock covers it.
+// rest, so large extents survive for large requests; take_spaced() places a run at the end of the
+// largest extent with room behind it, for runs that may grow in place. Not thread-safe: the Arena's lock covers it.
 #pragma once
 
 #include <cassert>
@@ -116,6 +117,21 @@ class ExtentSet {
     fit = by_size_.lower_bound({count + alignment - 1, 0});
     if (fit == by_size_.end()) return std::nullopt;
     std::size_t const start = *aligned_in(fit->second, fit->first);
+    erase(start, count);
+    return start;
+  }
+
+  /// Spaced placement: the run of `count` pages at the end of the largest extent that leaves
+  /// `room_behind` pages free behind it (for the run to grow into), its first page a multiple of
+  /// `alignment` (> 0), provided at least `kept` pages of the extent stay free before it (so that
+  /// the largest extent never falls below `kept` this way); nothing otherwise. O(log n).
+  std::optional<std::size_t> take_spaced(std::size_t count, std::size_t alignment, std::size_t room_behind,
+                                         std::size_t kept) {
+    if (by_size_.empty()) return std::nullopt;
+    auto const [pages, first] = *by_size_.rbegin();
+    if (pages < kept + count + room_behind) return std::nullopt;
+    std::size_t const start = (first + pages - room_behind - count) / alignment * alignment;
+    if (start < first + kept) return std::nullopt;
     erase(start, count);
     return start;
   }

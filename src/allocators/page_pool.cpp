@@ -20,6 +20,8 @@ PagePool::PagePool(Backend& backend, PagePoolOptions options)
   std::size_t const alignment = options_.large_page != 0 ? options_.large_page : options_.page;
   range_ = AddressRange(*backend_, options_.address_space, alignment);
   free_slots_.insert(0, options_.address_space / options_.page);
+  room_slots_ = options_.growth_room / options_.page;
+  kept_free_slots_ = (options_.kept_free + options_.page - 1) / options_.page;
 }
 
 PagePool::~PagePool() {
@@ -86,7 +88,11 @@ std::size_t PagePool::release_all_pooled() noexcept {
 
 std::optional<PagePool::Span> PagePool::take_slots(std::size_t slots) {
   auto const take = [&] {
-    return large_layout(slots) ? free_slots_.take_aligned(slots, slots_per_large_) : free_slots_.take(slots);
+    std::size_t const alignment = large_layout(slots) ? slots_per_large_ : 1;
+    if (slots > 1 && room_slots_ != 0) {  // (a run of one slot, a slab page or a one-page request, is packed)
+      if (auto const spaced = free_slots_.take_spaced(slots, alignment, room_slots_, kept_free_slots_)) return spaced;
+    }
+    return alignment > 1 ? free_slots_.take_aligned(slots, alignment) : free_slots_.take(slots);
   };
   auto first = take();
   if (!first && stale_bytes_ != 0) {  // the stale mappings' addresses are needed now

@@ -1,6 +1,6 @@
 // page_pool.hpp: the Arena's address slots and physical pages; knows nothing of streams.
 //
-// Owns: one AddressRange cut into slots of `page` bytes; every physical page the Arena holds, of
+// Owns: one AddressRange cut into slots of `page` bytes (new runs spaced apart, see take_slots); every physical page the Arena holds, of
 //   two sizes (small: one slot; large: L = large_page / page slots), each either mapped at a slot
 //   (keyed by its first slot) or pooled; the set of slots with nothing mapped and not in use; the
 //   byte limit; and the stale mappings.
@@ -40,6 +40,8 @@ struct PagePoolOptions {
   std::size_t large_page = 0;     ///< 0: no large pages; else a power-of-two multiple of `page`
   std::size_t address_space = 0;  ///< reserved once, a multiple of max(page, large_page)
   std::size_t byte_limit = 0;     ///< most bytes of pages held at once; 0: no limit
+  std::size_t growth_room = 0;    ///< free address space left behind a new run (see take_slots); 0: none
+  std::size_t kept_free = 0;      ///< address space the largest free run keeps for any request
   ChunkProperties props;          ///< for every page created
   Compression compression = Compression::none;
   std::vector<AccessGrant> grants;  ///< granted on every run of pages mapped
@@ -88,6 +90,10 @@ class PagePool {
   class Span;
   /// Reserves a run of `slots` free slots (aligned to L for a large layout); nothing when there is
   /// none. The Span then gathers pages and maps them, or gives everything back when destroyed.
+  /// Spaced placement: the run goes at the end of the largest free run with `growth_room` free
+  /// behind it, so that it can grow in place later (a cached run lacking a few pages then maps
+  /// only those, instead of moving all of its pages to a new run), while the largest free run
+  /// keeps `kept_free`; once that would no longer hold, the best-fitting free run (packed).
   std::optional<Span> take_slots(std::size_t slots);
   /// Reserves the free slots [first, first + slots), which must all be free (and `first` aligned to
   /// L for a large layout): to grow a mapped run in place.
@@ -135,6 +141,8 @@ class PagePool {
   Backend* backend_;
   PagePoolOptions options_;
   std::size_t slots_per_large_ = 0;                    // L; 0: no large pages
+  std::size_t room_slots_ = 0;                         // options_.growth_room in slots
+  std::size_t kept_free_slots_ = 0;                    // options_.kept_free in slots (rounded up)
   AddressRange range_;                                 // freed last: everything below maps into it
   std::vector<Page> small_pool_;                       // small pages created and backing no slot
   std::vector<Page> large_pool_;                       // large pages created and backing no slot

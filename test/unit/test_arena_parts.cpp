@@ -196,6 +196,52 @@ TEST_CASE("idle pooled pages of the other size are released up to what a span mi
   CHECK(pool.physical_bytes() == 4 * page);
 }
 
+TEST_CASE("spaced placement puts a run at the end of the largest free extent, room behind it, while the extent keeps "
+          "the amount asked for",
+          "[arena][pool]") {
+  ExtentSet free;
+  free.insert(0, 1000);
+  // 10 pages aligned to 4, 100 free behind them, 500 kept: (1000 - 100 - 10) / 4 * 4 = 888.
+  CHECK(free.take_spaced(10, 4, 100, 500) == 888);
+  CHECK(free.count_from(0) == 888);
+  CHECK(free.count_from(898) == 102);  // the room behind, and what alignment left
+  CHECK(free.take_spaced(10, 4, 100, 500) == 776);  // the next run, in front of the room of the first
+  CHECK(free.count_from(786) == 102);
+  CHECK(free.largest() == 776);
+  CHECK_FALSE(free.take_spaced(200, 4, 100, 500));  // 776 < 500 + 200 + 100: nothing, nothing taken
+  CHECK(free.take_spaced(160, 8, 100, 500) == 512);   // (776 - 260) / 8 * 8 = 512 >= 500
+  CHECK(free.largest() == 512);
+  CHECK_FALSE(free.take_spaced(4, 8, 100, 500));      // the largest extent would fall below 500
+  CHECK(free.pages() == 1000 - 180);
+}
+
+TEST_CASE("the pool spaces runs of several slots apart, packs runs of one slot, and packs everything once spacing "
+          "would cut into the address space it keeps free",
+          "[arena][pool]") {
+  HostBackend host({.granularity = page});
+  PagePoolOptions options = pool_options();
+  options.growth_room = 8 * page;
+  options.kept_free = 20 * page;
+  PagePool pool(host, options);  // 64 slots, large pages of 4
+  auto a = pool.take_slots(6);   // large layout: (64 - 8 - 6) / 4 * 4 = 48
+  REQUIRE(a);
+  CHECK(a->first() == 48);
+  CHECK(pool.free_from(54) == 10);  // 8 of room and 2 to the end
+  auto b = pool.take_slots(1);      // one slot: packed, best fit (the smallest extent that holds it)
+  REQUIRE(b);
+  CHECK(b->first() == 54);
+  auto c = pool.take_slots(3);  // small layout, 47 free in front: (48 - 8 - 3) = 37 >= 20
+  REQUIRE(c);
+  CHECK(c->first() == 37);
+  auto d = pool.take_slots(5);  // large layout, 37 free in front: (37 - 8 - 5) / 4 * 4 = 24 >= 20
+  REQUIRE(d);
+  CHECK(d->first() == 24);
+  auto e = pool.take_slots(2);  // spacing would leave 24 - 8 - 2 = 14 < 20 free: packed, best fit
+  REQUIRE(e);
+  CHECK(e->first() == 29);  // the smallest extents are d's room [29, 37) and c's [40, 48): the lower
+  CHECK(pool.largest_free_run() == 24);
+}
+
 // --- the per-stream caches -----------------------------------------------------------------------
 
 TEST_CASE("a stream is registered once, found through the hash map, and forgotten", "[arena][streams]") {
