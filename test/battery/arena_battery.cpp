@@ -755,9 +755,43 @@ TEST_CASE("a request one page larger than a cached run extends it in place: 1 ma
   arena.deallocate(q, 3 * page, stream);
 }
 
+TEST_CASE("a new run is spaced apart from the run before it, which then grows in place with no page moved",
+          "[arena][battery][churn]") {
+  auto memory = make_battery_memory();
+  ArenaOptions options = memory->options();
+  options.address_space_bytes = 0;  // the default, 8x the device's memory: room to space runs apart
+  Arena arena(memory->backend(), options);
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  REQUIRE(arena.large_page_bytes() >= 4 * page);
+
+  void* a = arena.allocate(2 * page, stream);
+  void* wall = arena.allocate(2 * page, stream);  // packed, it would lie right behind `a`
+  CHECK(wall != static_cast<std::byte*>(a) + 2 * page);
+  memory->write_pattern(a, 2 * page, 34, stream);
+  arena.deallocate(a, 2 * page, stream);
+  ArenaStats const before = arena.stats();
+  void* q = arena.allocate(3 * page, stream);
+  ArenaStats const after = arena.stats();
+  CHECK(q == a);
+  CHECK(after.maps - before.maps == 1);
+  CHECK(after.chunks_created - before.chunks_created == 1);
+  CHECK(after.unmaps == before.unmaps);
+  CHECK(after.pages_moved == 0);
+  CHECK(memory->mismatches(q, 2 * page, 34, stream) == 0);  // the cached pages kept their data where they are
+  memory->write_pattern(q, 3 * page, 35, stream);
+  CHECK(memory->mismatches(q, 3 * page, 35, stream) == 0);
+  arena.deallocate(q, 3 * page, stream);
+  arena.deallocate(wall, 2 * page, stream);
+}
+
 TEST_CASE("a cached run with free addresses only before it grows downwards in place", "[arena][battery][churn]") {
   auto memory = make_battery_memory();
-  Arena arena(memory->backend(), memory->options());
+  ArenaOptions options = memory->options();
+  // 64 large pages of address space, less than the device's memory: spacing runs apart would cut into
+  // the free run kept for the largest request, so runs are packed, each right behind the last.
+  options.address_space_bytes = 64 * memory->options().large_page_bytes;
+  Arena arena(memory->backend(), options);
   Stream const stream = memory->new_stream();
   std::size_t const page = arena.page_bytes();
   REQUIRE(arena.large_page_bytes() >= 4 * page);
