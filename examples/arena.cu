@@ -22,7 +22,7 @@ int main() {
   std::size_t const n = 1 << 20;
 
   // [readme]
-  cuvmm::Arena arena;                                  // device 0; reserves 2x its memory in addresses
+  cuvmm::Arena arena;                                  // device 0; reserves 8x its memory in addresses
   void* p = arena.allocate(bytes, stream);             // usable by work ordered on `stream`
   arena.deallocate(p, bytes, stream);                  // reusable on `stream` at once
   arena.trim();                                        // unused pages back to the driver

@@ -9,8 +9,9 @@
 // (one page each, split into equal blocks). Freed memory stays mapped ("cached") for fast reuse until it is
 // needed elsewhere, trimmed, or the device runs out; then its pages are reused at other addresses. A cached
 // run serves any request of its layout up to its size (the rest stays cached) and grows in place where the
-// addresses next to it are free, so pages move between addresses only when nothing cached is
-// close to the request (ArenaStats::pages_moved counts them). A page that moves keeps its old
+// addresses next to it are free (new runs are placed with 2 GiB of free addresses behind them while
+// the address space allows), so pages move between addresses only when nothing cached is close to
+// the request (ArenaStats::pages_moved counts them). A page that moves keeps its old
 // mapping until those addresses are needed, the page is released, or trim() (ArenaStats::bytes_stale):
 // a move costs a map and an access grant, not also an unmap.
 //
@@ -54,8 +55,11 @@ struct ArenaOptions {
   int device = 0;
   /// Address space reserved once. 0: default_address_space_factor (8) times the device's memory
   /// (~1.1 TiB on an H200). Address space is cheap (about 128 TiB per process); a request needs a
-  /// free run of addresses as large as itself, and pages moved elsewhere keep their old addresses
-  /// mapped (ArenaStats::bytes_stale) until a request needs them, so more room means fewer unmaps.
+  /// free run of addresses as large as itself, pages moved elsewhere keep their old addresses
+  /// mapped (ArenaStats::bytes_stale) until a request needs them, and new runs are spaced apart
+  /// (2 GiB of free addresses behind each, for it to grow into) only while a free run of the
+  /// device's size (or byte_limit) is kept: so more room means fewer unmaps and fewer pages moved.
+  /// With less than the device's memory, runs are packed.
   std::size_t address_space_bytes = 0;
   /// Size of one physical page, a multiple of the granularity. 0: the granularity (2 MiB on the
   /// H200). Small requests (up to page_bytes / 2) share pages as slabs of equal blocks; larger ones

@@ -23,15 +23,18 @@
 // per allocation, and pooled pages of the other size. A request that fails gives back every page it
 // created (PagePool::Span), so a failure never leaves the process holding memory it could not use.
 // Address space can fragment, but it is reserved eight times the device's size, and exhaustion
-// unmaps stale mappings, then cached extents, back into it.
+// unmaps stale mappings, then cached extents, back into it. New runs of several pages are spaced
+// apart (growth_room_bytes, 2 GiB, of free addresses behind each, PagePool::take_slots) while the
+// device's size of addresses stays free in one piece, so that a cached run can grow in place.
 //
 // Churn: moving a page between addresses (map and grant at the new one: ~30 µs per page on the
 // H200, ~26 of them the grant) is what a replayed trace spends its time on, so the ladder moves as
 // few pages as it can, and the stats count them (pages_moved). The unmap at the old addresses is
 // deferred: cache memory given up for a move is retired (PagePool::retire), still mapped, and
 // unmapped only when its addresses are needed, its page is released, or by trim() (stats:
-// bytes_stale). remap_behind alone unmaps at once, as it maps other pages at the same slots. A cached run shorter than the request grows in place when the
-// addresses next to it are free (only the missing pages are mapped). A cached large-layout span is
+// bytes_stale). remap_behind alone unmaps at once, as it maps other pages at the same slots. A
+// cached run shorter than the request grows in place when the addresses next to it are free (only
+// the missing pages are mapped); new runs are spaced apart so that they usually are. A cached large-layout span is
 // large pages then a small tail, and any whole pages of it serve a request as they lie: a small
 // request takes small pages of its tail; a large request whose small pages its tail holds takes
 // its last large pages and the front of its tail; else a large request takes the span's front (when
@@ -44,7 +47,7 @@
 // only the smallest cached spans that give it the large pages it lacks. A cached span of whole
 // large pages merges with the span of its stream cached right behind it.
 // test/unit/test_arena_trace.cpp replays cuvmm-plan's traces and bounds the pages moved (with
-// shared tails off, on the H200's quick trace 3514, with 4599 maps and 1414 unmaps).
+// shared tails off, on the H200's quick trace 2880, with 3987 maps and 1627 unmaps).
 //
 // Shared tails (ArenaOptions::share_large_page_tails, on by default): a large request takes whole
 // large pages, and the slots of its last one behind the request are lent to later small-page
@@ -52,10 +55,11 @@
 // unmapped one slot at a time). A large page whose every slot is free again on one stream leaves
 // the lent slots as a cached span; reclaim_everything gathers every stream's lent slots to find the
 // pages freed on several. Freed memory then stays in runs of whole large pages, so far fewer pages
-// move (1536 on the quick trace, with 1879 maps and 30 unmaps), but tails that nothing borrows
-// lower the utilization (0.89 against 0.94). Measured on the H200 (bench_arena trace/, 2026-12-01,
-// 6eaee82): a replay takes 0.98-1.04x cudaMallocAsync's time on the quick trace and 0.89-0.98x on
-// the full one with shared tails (1.14-1.21x and 1.17x before unmaps were deferred), 3.0-3.6x
+// move (1075 on the quick trace, with 1418 maps and 29 unmaps), but tails that nothing borrows
+// lower the utilization (0.886 against 0.938). Measured on the H200 (bench_arena trace/, run K of
+// bench/results/h200-2026-12-01): a replay takes 0.75-0.83x cudaMallocAsync's time on the quick
+// trace and 0.63-0.71x on the full one with shared tails (0.98-1.04x and 0.89-0.98x before new
+// runs were spaced apart, 1.14-1.21x and 1.17x before unmaps were deferred), 2.9-3.0x and 2.7-2.8x
 // without.
 #include <cuvmm/arena.hpp>
 
