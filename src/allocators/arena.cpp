@@ -34,11 +34,12 @@
 // unmapped only when its addresses are needed, its page is released, or by trim() (stats:
 // bytes_stale). remap_behind alone unmaps at once, as it maps other pages at the same slots. A
 // cached run shorter than the request grows in place when the addresses next to it are free (only
-// the missing pages are mapped); new runs are spaced apart so that they usually are. A cached large-layout span is
-// large pages then a small tail, and any whole pages of it serve a request as they lie: a small
-// request takes small pages of its tail; a large request whose small pages its tail holds takes
-// its last large pages and the front of its tail; else a large request takes the span's front (when
-// the request ends inside a large page, that page alone is swapped for small ones). A small request
+// the missing pages are mapped); new runs are spaced apart so that they usually are. A cached
+// large-layout span is large pages then a small tail, and any whole pages of it serve a request
+// as they lie: a small request takes small pages of its tail; a large request whose small pages
+// its tail holds takes its last large pages and the front of its tail; else a large request takes
+// the span's front (when the request ends inside a large page, that page alone is swapped for
+// small ones). A small request
 // that no cached small page serves borrows the last large page of a cached span of whole large
 // pages where it is mapped (its slots become lent slots, below), rather than unmapping the span:
 // on the H200 traces (bookkeeping replay) this cut creates and releases by ~8% and the estimated
@@ -56,11 +57,11 @@
 // the lent slots as a cached span; reclaim_everything gathers every stream's lent slots to find the
 // pages freed on several. Freed memory then stays in runs of whole large pages, so far fewer pages
 // move (1075 on the quick trace, with 1418 maps and 29 unmaps), but tails that nothing borrows
-// lower the utilization (0.886 against 0.938). Measured on the H200 (bench_arena trace/, run K of
-// bench/results/h200-2026-12-01): a replay takes 0.75-0.83x cudaMallocAsync's time on the quick
-// trace and 0.63-0.71x on the full one with shared tails (0.98-1.04x and 0.89-0.98x before new
-// runs were spaced apart, 1.14-1.21x and 1.17x before unmaps were deferred), 2.9-3.0x and 2.7-2.8x
-// without.
+// lower the utilization (0.886 against 0.938). Measured on the H200 (bench_arena trace/, runs K
+// and L2 of bench/results/h200-2026-12-01): a replay takes 0.75-0.96x cudaMallocAsync's time on
+// the quick trace and 0.63-0.78x on the full one with shared tails (0.98-1.04x and 0.89-0.98x
+// before new runs were spaced apart, 1.14-1.21x and 1.17x before unmaps were deferred), 2.9-3.0x
+// and 2.7-2.8x without (run K).
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>

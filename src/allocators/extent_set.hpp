@@ -6,7 +6,8 @@
 //  - by_first_ and by_size_ hold the same extents; pages_ is the sum of their counts.
 // take() returns the smallest extent that fits (the lowest address among equals) and keeps the
 // rest, so large extents survive for large requests; take_spaced() places a run at the end of the
-// largest extent with room behind it, for runs that may grow in place. Not thread-safe: the Arena's lock covers it.
+// largest extent with room behind it, for runs that may grow in place. Not thread-safe: the
+// Arena's lock covers it.
 #pragma once
 
 #include <cassert>
