@@ -109,6 +109,7 @@ void set_current(ArenaCounter& c, std::size_t now) noexcept {
 /// runs packed best fit: 1536 / 7680; with 512 MiB of room: 1213 / 6180; 1 GiB: 1076 / 5323;
 /// 2 GiB: 1075 / 5256; 4 GiB: 1055 / 5745 (the full trace then runs short of address space and
 /// packs sooner). Mean utilization moved from 0.890 / 0.918 packed to 0.886 / 0.915 with 2 GiB.
+/// (Measured by setting this constant and running `unit_arena_trace "[.profile]"`.)
 constexpr std::size_t growth_room_bytes = 2 * GiB;
 
 /// The page geometry and pool options from the user's options, checked.
