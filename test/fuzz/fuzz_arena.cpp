@@ -9,7 +9,8 @@
 // in the details (exact size, which allocation, how wrong a wrong size is). Sizes go from 1 byte
 // to 40 pages, with alignments up to a page; 8 pages and more take large pages. The host backend
 // has room for 48 pages, so exhaustion, reclaiming and stitching all happen; a backend call can be
-// armed to fail, so failures in the middle of an allocation happen too. Checked after every step:
+// armed to fail, so failures in the middle of an allocation happen too. The first byte picks the
+// shared-tails mode and the address space (packed runs, or runs spaced apart). Checked after every step:
 //  - live allocations never overlap and keep the byte each was filled with;
 //  - the arena's counters equal the model (requested bytes, live count) and the backend's real
 //    tally (mapped and physical bytes);
@@ -93,7 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   {
     cuvmm::FaultInjectingBackend faulty(host);
     cuvmm::ArenaOptions options;
-    options.address_space_bytes = 256 * page;
+    // 256 pages of addresses (runs packed), or 64 GiB (the first ~31 runs of several pages spaced
+    // apart with 2 GiB behind each, as on a GPU's default address space), chosen by the input.
+    options.address_space_bytes = size > 0 && (data[0] & 2) != 0 ? std::size_t{64} << 30 : 256 * page;
     options.large_page_bytes = 8 * page;  // requests of 8 pages and more use large pages
     options.share_large_page_tails = size > 0 && (data[0] & 1) != 0;  // both modes, chosen by the input
     cuvmm::Arena arena(faulty, options);
