@@ -1,9 +1,9 @@
 // page_pool.hpp: the Arena's address slots and physical pages; knows nothing of streams.
 //
 // Owns: one AddressRange cut into slots of `page` bytes (new runs spaced apart: take_slots);
-//   every physical page the Arena holds, of two sizes (small: one slot; large: L = large_page / page slots), each either mapped at a slot
-//   (keyed by its first slot) or pooled; the set of slots with nothing mapped and not in use; the
-//   byte limit; and the stale mappings.
+//   every physical page the Arena holds, of two sizes (small: one slot; large: L = large_page /
+//   page slots), each either mapped at a slot (keyed by its first slot) or pooled; the set of
+//   slots with nothing mapped and not in use; the byte limit; and the stale mappings.
 // Stale mappings (deferred unmapping): a page retired from its slots goes to the pool still mapped
 //   there, and the slots stay out of the free set. Moving it costs a map and an access grant at its
 //   new slots, not also an unmap at the old ones (~23 µs per 32 MiB page on the H200, a third of a
