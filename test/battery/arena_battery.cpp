@@ -790,7 +790,7 @@ TEST_CASE("a cached run with free addresses only before it grows downwards in pl
   ArenaOptions options = memory->options();
   // 64 large pages of address space, less than the device's memory: spacing runs apart would cut into
   // the free run kept for the largest request, so runs are packed, each right behind the last.
-  options.address_space_bytes = 64 * memory->options().large_page_bytes;
+  options.address_space_bytes = 64 * options.large_page_bytes;
   Arena arena(memory->backend(), options);
   Stream const stream = memory->new_stream();
   std::size_t const page = arena.page_bytes();

@@ -14,6 +14,7 @@
 #include <vector>
 #include <unistd.h>
 
+#include <cuvmm/device_caps.hpp>
 #include <cuvmm/version.hpp>
 
 #include "child_process.hpp"
@@ -101,8 +102,13 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   REQUIRE(run.exit_status == 0);
   CHECK_THAT(run.output, ContainsSubstring(", so this is the HOST-BACKEND profile"));
   CHECK_THAT(run.output, ContainsSubstring("cuvmm-plan: [1/"));  // plain progress lines: stderr is no terminal
-  CHECK_THAT(run.output, ContainsSubstring("] driver calls, 2 MiB chunks (0:00 elapsed)\n"));  // nothing finished yet
+  // The growth children run first, before the program makes a context of its own (main.cpp,
+  // measure_growth_phase); nothing has finished at the first step.
+  CHECK_THAT(run.output, ContainsSubstring("cuvmm-plan: [1/24] growth growable to 64 MiB in 4 KiB appends (0:00 elapsed)\n"));
+  CHECK_THAT(run.output, ContainsSubstring("] growth growable_fixed_chunks to 512 MiB in 64 MiB appends (0:0"));
   CHECK_THAT(run.output, ContainsSubstring("] driver calls, 8 MiB chunks (0:0"));
+  CHECK(run.output.find("] growth growable_fixed_chunks to 512 MiB") < run.output.find("] driver calls, 2 MiB chunks"));
+  CHECK(run.output.find("HOST-BACKEND profile") < run.output.find("cuvmm-plan: [1/"));
   CHECK_THAT(run.output, ContainsSubstring(" elapsed, about "));
   CHECK_THAT(run.output, ContainsSubstring("Recommendation for host backend"));
   CHECK_THAT(run.output, ContainsSubstring("largest buffer:    1 GiB (reach run"));
@@ -230,6 +236,7 @@ TEST_CASE("cuvmm-plan --help lists the options but not the internal ones; --vers
   CHECK_THAT(help.output, ContainsSubstring("[--torch-plugin FILE]"));
   CHECK_THAT(help.output, ContainsSubstring("\n  --torch-plugin FILE   cuvmm's PyTorch plug-in (libcuvmm_torch.so)"));
   CHECK_THAT(help.output, !ContainsSubstring("growth-case"));
+  CHECK_THAT(help.output, !ContainsSubstring("driver-status"));
   CHECK(run_program({plan_tool(), "-h"}).output == help.output);
   auto const version = run_program({plan_tool(), "--version"});
   CHECK(version.exit_status == 0);
@@ -316,6 +323,23 @@ TEST_CASE("plan.json stays valid JSON for a trace path that is not UTF-8", "[pla
   INFO(check.output);
   CHECK(check.exit_status == 0);
   CHECK_THAT(check.output, ContainsSubstring("trace-\\ufffd\\ufffd-\"quoted\".csv (cuvmm format)"));
+}
+
+TEST_CASE("cuvmm-plan asks a child process for the driver's status; --backend cuda without a GPU says why",
+          "[plan][program]") {
+  // The parent leaves the driver uninitialized until its growth children have run (main.cpp,
+  // measure_growth_phase), so a child reports what the driver says: the same as this process sees.
+  cuvmm::DriverStatus const here = cuvmm::driver_status();
+  auto const status = run_program({plan_tool(), "--driver-status"});
+  CHECK(status.exit_status == 0);
+  CHECK(status.output == "driver-status " + std::to_string(here.available ? 1 : 0) + " " +
+                             std::to_string(here.driver_version) + " " + std::to_string(here.device_count) + "\n" +
+                             here.reason + "\n");
+  if (here.available && here.device_count > 0) SKIP("a GPU is here: --backend cuda would run the device profile");
+  auto const refused = run_program({plan_tool(), "--backend", "cuda", "--no-plots"});
+  CHECK(refused.exit_status == 1);
+  CHECK(refused.output == "cuvmm-plan: --backend cuda, but there is no GPU: " +
+                              (here.available ? std::string("no CUDA device") : here.reason) + "\n");
 }
 
 TEST_CASE("one growth measured on its own prints its row; a bad case is refused", "[plan][program]") {

@@ -107,6 +107,9 @@ struct Options {
   /// would pay for their teardown.
   std::string growth_strategy;
   GrowthCase growth_case{};
+  /// Internal (--driver-status): print the driver's status for the parent and exit (see
+  /// driver_status_from_child).
+  bool driver_status_child = false;
 };
 
 /// What one profile measures on one backend.
@@ -121,14 +124,14 @@ struct Profile {
   std::size_t growth_runs = 1;
   std::size_t reach_step = 0;
   std::size_t trace_allocations = 0;
-  std::size_t trace_live_bytes = 0;
+  std::size_t trace_live_bytes = 0;             ///< at most; a quarter of the free memory where that is less
   double trace_max_log2_bytes = 30;
 };
 
 /// The simulated device of the host profile: small enough for any CI machine.
 constexpr std::size_t host_device_bytes = 1 * GiB;
 
-Profile make_profile(bool full, bool device, std::size_t free_bytes) {
+Profile make_profile(bool full, bool device) {
   Profile p;
   if (device) {
     std::size_t const largest_chunk = full ? 4 * GiB : 1 * GiB;
@@ -147,7 +150,7 @@ Profile make_profile(bool full, bool device, std::size_t free_bytes) {
     }
     p.reach_step = 1 * GiB;
     p.trace_allocations = full ? 10000 : 2000;
-    p.trace_live_bytes = std::min(full ? 40 * GiB : 8 * GiB, free_bytes / 4);
+    p.trace_live_bytes = full ? 40 * GiB : 8 * GiB;
     p.trace_max_log2_bytes = 30;
   } else {
     std::size_t const largest_chunk = full ? 512 * MiB : 128 * MiB;
@@ -194,6 +197,7 @@ Options parse_options(int argc, char** argv) {
   app.add_option("--torch-plugin", o.torch_plugin)->type_name("FILE");
   // Internal: not in the usage text, nor in any generated help (group "").
   app.add_option("--growth-case", growth_case)->group("");
+  app.add_flag("--driver-status", o.driver_status_child)->group("");
   cuvmm::tools::parse_command_line(app, argc, argv, usage);
   if (!runs.empty()) o.runs = std::strtoul(runs.c_str(), nullptr, 10);
   if (!growth_case.empty()) {
@@ -244,6 +248,26 @@ std::optional<GrowthRow> decode_growth_row(const std::string& text) {
   r.strategy = strategy;
   r.status = status;
   return r;
+}
+
+/// Two lines that carry a DriverStatus from a --driver-status child to its parent.
+std::string encode_driver_status(const cuvmm::DriverStatus& s) {
+  return "driver-status " + std::to_string(s.available ? 1 : 0) + " " + std::to_string(s.driver_version) + " " +
+         std::to_string(s.device_count) + "\n" + s.reason + "\n";
+}
+
+std::optional<cuvmm::DriverStatus> decode_driver_status(const std::string& text) {
+  int available = 0;
+  cuvmm::DriverStatus s;
+  if (std::sscanf(text.c_str(), "driver-status %d %d %d", &available, &s.driver_version, &s.device_count) != 3) {
+    return std::nullopt;
+  }
+  auto const reason = text.find('\n');
+  if (reason == std::string::npos) return std::nullopt;
+  s.available = available != 0;
+  s.reason = text.substr(reason + 1);
+  while (!s.reason.empty() && s.reason.back() == '\n') s.reason.pop_back();
+  return s;
 }
 
 /// Writes `path` through `writer`; throws std::runtime_error if the file cannot be written.
@@ -305,17 +329,18 @@ std::string run_self(std::vector<std::string> args) {
   return child.output;
 }
 
-/// Waits (at most 10 s) until the device has `free_bytes` free again, less 256 MiB: the driver
-/// gives a finished growth process's memory back after the process has exited, and a growth
-/// started before that pays for it (on the H200, growing to 8 GiB in 1 GiB appends right after a
-/// 120 GiB growth spent 44 ms in the driver calls of its 8 chunks, against 6 ms for the 43 chunks
-/// of a 64 GiB growth that followed a smaller one).
-void wait_for_free_memory(cuvmm::Backend& backend, std::size_t free_bytes) {
-  std::size_t const wanted = free_bytes > 256 * MiB ? free_bytes - 256 * MiB : 0;
-  auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (backend.memory_info(0).free < wanted && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+/// The driver's status as a child process finds it, so that this process has not initialized the
+/// driver when the growth phase starts (measure_growth_phase says why); asked here when no child
+/// could say.
+cuvmm::DriverStatus driver_status_from_child() {
+  try {
+    ChildResult const child = run_child({"/proc/self/exe", "--driver-status"});
+    if (child.status == 0) {
+      if (auto status = decode_driver_status(child.output)) return *status;
+    }
+  } catch (const std::exception&) {  // no pipe: ask here
   }
+  return cuvmm::driver_status();
 }
 
 /// A run that cannot start as asked (a bad output directory, trace or script): exit status 2,
@@ -499,9 +524,19 @@ Prepared prepare(const Options& options, bool on_device) {
   return p;
 }
 
+/// Says, before anything is measured, that this run is the host-backend profile and why.
+void announce_host_profile(bool gpu, const cuvmm::DriverStatus& driver) {
+  std::printf("cuvmm-plan: %s, so this is the HOST-BACKEND profile.\n"
+              "HostBackend (memfd chunks mapped with mmap) stands in for a GPU with %s of memory: its\n"
+              "numbers describe this machine's kernel, not a GPU, and no cudaMalloc baselines are measured.\n"
+              "Run cuvmm-plan on a machine with a GPU for those.\n\n",
+              gpu ? "--backend host was given" : (driver.available ? "no CUDA device found" : driver.reason.c_str()),
+              format_bytes(host_device_bytes).c_str());
+  std::fflush(stdout);  // before the progress lines on stderr
+}
+
 /// Chooses the GPU or the host backend and records what it is in `m`.
-void open_machine(Machine& machine, bool on_device, bool gpu, const cuvmm::DriverStatus& driver, bool quiet,
-                  Measurements& m) {
+void open_machine(Machine& machine, bool on_device, Measurements& m) {
   machine.on_device = on_device;
   if (on_device) {
     machine.backend = &cuvmm::cuda_backend(0);
@@ -514,15 +549,6 @@ void open_machine(Machine& machine, bool on_device, bool gpu, const cuvmm::Drive
     machine.backend = &*machine.host_backend;
     m.backend = "host";
     m.device_name = "host backend (Linux virtual memory, a simulated " + format_bytes(host_device_bytes) + " device)";
-    if (!quiet) {
-      std::printf("cuvmm-plan: %s, so this is the HOST-BACKEND profile.\n"
-                  "HostBackend (memfd chunks mapped with mmap) stands in for a GPU with %s of memory: its\n"
-                  "numbers describe this machine's kernel, not a GPU, and no cudaMalloc baselines are measured.\n"
-                  "Run cuvmm-plan on a machine with a GPU for those.\n\n",
-                  gpu ? "--backend host was given" : (driver.available ? "no CUDA device found" : driver.reason.c_str()),
-                  format_bytes(host_device_bytes).c_str());
-      std::fflush(stdout);  // before the progress lines on stderr
-    }
   }
   auto const memory = machine.backend->memory_info(0);
   m.total_bytes = memory.total;
@@ -555,10 +581,11 @@ Trace choose_trace(const Options& options, Prepared& prepared, const Profile& pr
     trace = std::move(*prepared.file_trace);
     m.trace_source = options.trace_path + " (" + std::string(to_string(trace.format)) + " format)";
   } else {
-    trace.ops = make_trace(profile.trace_allocations, profile.trace_live_bytes, 1234, profile.trace_max_log2_bytes);
+    std::size_t const live_bytes = std::min(profile.trace_live_bytes, m.free_bytes / 4);
+    trace.ops = make_trace(profile.trace_allocations, live_bytes, 1234, profile.trace_max_log2_bytes);
     m.trace_source = "generated: " + std::to_string(profile.trace_allocations) + " allocations, log-uniform 1 B.." +
                      format_bytes(std::size_t{1} << static_cast<int>(profile.trace_max_log2_bytes)) + ", live <= " +
-                     format_bytes(profile.trace_live_bytes) + ", seed 1234";
+                     format_bytes(live_bytes) + ", seed 1234";
   }
   m.trace_ops = trace.ops.size();
   if (trace.failed_allocations_skipped != 0) {
@@ -572,7 +599,38 @@ Trace choose_trace(const Options& options, Prepared& prepared, const Profile& pr
   return trace;
 }
 
-/// Phase 1: driver calls by chunk size, then by thread count.
+/// Phase 1: every strategy on every case, `runs` times, each in a fresh process (see
+/// Options::growth_strategy), before this process has initialized the CUDA driver: on the H200
+/// (persistence mode on), while any other process had the driver initialized (a CUDA context, or
+/// only cuInit), the first chunks a process made after a large process had exited took ~30-45 ms
+/// more, 0.5 s after that exit (none 3 s after); with no other process, none
+/// (bench/results/h200-2026-12-01, runs V, X and Y). The preallocated baseline makes its one
+/// allocation before its timing starts, so such a wait would be charged to the growing buffers
+/// alone. The runs of a case are spread over the whole phase, not back to back, so that a slow
+/// spell of the machine does not fall on one case's every run.
+void measure_growth_phase(bool on_device, const Profile& profile, const std::vector<std::string>& strategies,
+                          std::size_t runs, Progress& progress, Measurements& m) {
+  std::vector<std::vector<GrowthRow>> case_runs(profile.growth_cases.size() * strategies.size());
+  for (std::size_t run = 1; run <= runs; ++run) {
+    for (std::size_t c = 0; c < profile.growth_cases.size(); ++c) {
+      for (std::size_t s = 0; s < strategies.size(); ++s) {
+        GrowthCase const& growth = profile.growth_cases[c];
+        std::string label = case_label(strategies[s].c_str(), growth);
+        if (runs > 1) label += ", run " + std::to_string(run) + " of " + std::to_string(runs);
+        progress.step(label);
+        std::string const spec = strategies[s] + ":" + std::to_string(growth.target_bytes) + ":" +
+                                 std::to_string(growth.append_bytes);
+        std::string const said = run_self({"--backend", on_device ? "cuda" : "host", "--growth-case", spec});
+        std::optional<GrowthRow> row = decode_growth_row(said);
+        if (!row) throw std::runtime_error("the growth measurement " + spec + " printed no result");
+        case_runs[c * strategies.size() + s].push_back(std::move(*row));
+      }
+    }
+  }
+  for (auto& rows : case_runs) m.growth.push_back(median_run(std::move(rows)));
+}
+
+/// Phase 2: driver calls by chunk size, then by thread count.
 void measure_driver_phase(Machine& machine, const Profile& profile, Progress& progress, Measurements& m) {
   m.driver_calls = measure_driver_calls(*machine.backend, profile.chunk_sizes, profile.driver_iterations,
                                         [&](std::size_t bytes) { progress.step("driver calls, " + format_bytes(bytes) + " chunks"); });
@@ -591,33 +649,6 @@ void measure_driver_phase(Machine& machine, const Profile& profile, Progress& pr
       m.driver_threads.insert(m.driver_threads.end(), rows.begin(), rows.end());
     }
   }
-}
-
-/// Phase 2: every strategy on every case, `runs` times, each in a fresh process (see
-/// Options::growth_strategy). The runs of a case are spread over the whole phase, not back to
-/// back, so that a slow spell of the machine does not fall on one case's every run.
-void measure_growth_phase(Machine& machine, const Profile& profile, const std::vector<std::string>& strategies,
-                          std::size_t runs, Progress& progress, Measurements& m) {
-  std::vector<std::vector<GrowthRow>> case_runs(profile.growth_cases.size() * strategies.size());
-  std::size_t const free_before_growth = machine.backend->memory_info(0).free;
-  for (std::size_t run = 1; run <= runs; ++run) {
-    for (std::size_t c = 0; c < profile.growth_cases.size(); ++c) {
-      for (std::size_t s = 0; s < strategies.size(); ++s) {
-        GrowthCase const& growth = profile.growth_cases[c];
-        std::string label = case_label(strategies[s].c_str(), growth);
-        if (runs > 1) label += ", run " + std::to_string(run) + " of " + std::to_string(runs);
-        progress.step(label);
-        std::string const spec = strategies[s] + ":" + std::to_string(growth.target_bytes) + ":" +
-                                 std::to_string(growth.append_bytes);
-        if (machine.on_device) wait_for_free_memory(*machine.backend, free_before_growth);
-        std::string const said = run_self({"--backend", machine.on_device ? "cuda" : "host", "--growth-case", spec});
-        std::optional<GrowthRow> row = decode_growth_row(said);
-        if (!row) throw std::runtime_error("the growth measurement " + spec + " printed no result");
-        case_runs[c * strategies.size() + s].push_back(std::move(*row));
-      }
-    }
-  }
-  for (auto& rows : case_runs) m.growth.push_back(median_run(std::move(rows)));
 }
 
 /// Phase 3: how far one buffer grows.
@@ -697,7 +728,12 @@ void print_report(const Options& options, const Measurements& m, const Recommend
 
 int run(const Options& options) {
   auto const started = std::chrono::steady_clock::now();
-  cuvmm::DriverStatus const driver = cuvmm::driver_status();
+  if (options.driver_status_child) {
+    std::fputs(encode_driver_status(cuvmm::driver_status()).c_str(), stdout);
+    return 0;
+  }
+  bool const growth_child = !options.growth_strategy.empty();
+  cuvmm::DriverStatus const driver = growth_child ? cuvmm::driver_status() : driver_status_from_child();
   bool const gpu = driver.available && driver.device_count > 0;
   if (options.backend == "cuda" && !gpu) {
     std::fprintf(stderr, "cuvmm-plan: --backend cuda, but there is no GPU: %s\n",
@@ -705,7 +741,6 @@ int run(const Options& options) {
     return 1;
   }
   bool const on_device = gpu && options.backend != "host";
-  bool const growth_child = !options.growth_strategy.empty();
 
   // Everything the run needs is checked before anything is measured.
   Prepared prepared;
@@ -721,8 +756,8 @@ int run(const Options& options) {
   Measurements m;
   m.profile = options.profile;
   Machine machine;
-  open_machine(machine, on_device, gpu, driver, growth_child, m);
   if (growth_child) {  // a child: this one growth, printed for the parent
+    open_machine(machine, on_device, m);
     // Half a second for the driver to finish freeing what the previous child's exit gave back, as
     // bench_growth does. On the H200, growth to 120 GiB in 64 MiB appends took 1.99x the
     // preallocated time without the pause and 1.06x with it (one run each, 2026-11-29).
@@ -731,8 +766,7 @@ int run(const Options& options) {
     return 0;
   }
 
-  Profile const profile = make_profile(options.profile == "full", on_device, m.free_bytes);
-  Trace const trace = choose_trace(options, prepared, profile, m);
+  Profile const profile = make_profile(options.profile == "full", on_device);
   std::vector<std::string> const strategies = growth_strategy_names(on_device);
   std::size_t const runs = options.runs != 0 ? options.runs : profile.growth_runs;
   std::size_t const total_steps = profile.chunk_sizes.size() +
@@ -741,8 +775,12 @@ int run(const Options& options) {
                                   (prepared.torch ? 1 : 0);
   Progress progress(total_steps, isatty(STDERR_FILENO) == 1);
 
+  if (!on_device) announce_host_profile(gpu, driver);
+  // The growth children first, while this process has not initialized the driver (measure_growth_phase).
+  measure_growth_phase(on_device, profile, strategies, runs, progress, m);
+  open_machine(machine, on_device, m);
+  Trace const trace = choose_trace(options, prepared, profile, m);
   measure_driver_phase(machine, profile, progress, m);
-  measure_growth_phase(machine, profile, strategies, runs, progress, m);
   measure_reach_phase(machine, profile, progress, m);
   measure_trace_phase(machine, trace, prepared, progress, m);
 
