@@ -62,6 +62,17 @@
 // the quick trace and 0.63-0.78x on the full one with shared tails (0.98-1.04x and 0.89-0.98x
 // before new runs were spaced apart, 1.14-1.21x and 1.17x before unmaps were deferred), 2.9-3.0x
 // and 2.7-2.8x without (run K).
+//
+// Utilization, measured on the bookkeeping replay (quick / full trace; 2026-12-01):
+//  - Small pages for a request's remainder when it would use fewer than k of its last large page's
+//    16 slots (else shared tails as above): k = 2, 3, 4, 6, 8 gave 0.895/0.924, 0.904/0.931,
+//    0.906/0.939, 0.918/0.951, 0.924/0.962 for ~43/191, 46/194, 48/207, 56/267, 67/327 ms of
+//    estimated driver calls, against 0.886/0.915 and 41/186 ms. Not adopted: the quick replay on
+//    the H200 is within 4-25% of cudaMallocAsync's time, and it would not reach 0.98 either.
+//  - 0.98 needs memory given back: with shared tails off and trim() whenever more than 5% of the
+//    live bytes is idle, 0.981/0.980 for ~409/887 ms of driver calls (10x/4.8x); with shared tails
+//    on, lent tails of live pages cannot be given back and it reaches 0.933/0.930 at most
+//    (`unit_arena_trace "[.profile_trim]"`).
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -121,8 +122,13 @@ inline std::size_t rounded_bytes(const Arena& arena, std::size_t bytes) {
   return (bytes + quarter - 1) / quarter * quarter;
 }
 
+/// Called after each free of a replay with the arena and the rounded bytes still live (a profile
+/// uses it to give memory back, by trim(), when too much is held).
+using AfterFree = std::function<void(Arena&, std::size_t rounded_live_bytes)>;
+
 /// Replays `ops` on `arena` (one stream), as cuvmm-plan's replay_trace does.
-inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, std::size_t max_points = 2000) {
+inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, std::size_t max_points = 2000,
+                          const AfterFree& after_free = {}) {
   ArenaReplay r;
   std::size_t const stride = std::max<std::size_t>(1, ops.size() / max_points);
   std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
@@ -147,6 +153,7 @@ inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, s
       requested -= found->second.second;
       rounded -= rounded_bytes(arena, found->second.second);
       live.erase(found);
+      if (after_free) after_free(arena, rounded);
     }
     r.peak_requested = std::max(r.peak_requested, requested);
     peak_rounded = std::max(peak_rounded, rounded);

@@ -74,6 +74,36 @@ TEST_CASE("profile: cuvmm-plan's traces on the Arena (prints the numbers)", "[.p
   print("gpu full", replay_on_h200_bookkeeping(test::gpu_full_trace(), 32 * MiB, true));
 }
 
+TEST_CASE("profile: giving memory back by trim() whenever more than a share of it is idle (prints the numbers)",
+          "[.profile_trim]") {
+  // What #12's utilization target (0.98) costs: after each free, trim() whenever the bytes held
+  // exceed the rounded live bytes by more than `idle` of them. With shared tails the lent tails of
+  // live large pages cannot be given back, which caps the utilization; with small tails it can
+  // reach 0.98, for several times the driver calls.
+  for (bool const share_tails : {true, false}) {
+    for (double const idle : {0.0, 0.2, 0.1, 0.05, 0.02}) {
+      std::size_t trims = 0;
+      test::AfterFree const trim_when_idle = [&](Arena& arena, std::size_t rounded) {
+        if (idle == 0.0) return;
+        if (static_cast<double>(arena.stats().bytes_physical.current) > (1.0 + idle) * static_cast<double>(rounded)) {
+          arena.trim();
+          ++trims;
+        }
+      };
+      std::printf("shared tails %s, trim when more than %.2f of the live bytes is idle:\n", share_tails ? "on" : "off", idle);
+      for (bool const full : {false, true}) {
+        test::BookkeepingBackend backend(h200_bytes);
+        Arena arena(backend, {.share_large_page_tails = share_tails});
+        trims = 0;
+        ArenaReplay const r =
+            test::replay(arena, full ? test::gpu_full_trace() : test::gpu_quick_trace(), 2000, trim_when_idle);
+        print(full ? "gpu full" : "gpu quick", r);
+        std::printf("           trims %zu\n", trims);
+      }
+    }
+  }
+}
+
 TEST_CASE("profile: the GPU quick trace by large page size (prints the numbers)", "[.profile_large]") {
   for (std::size_t const large : {std::size_t{0}, 8 * MiB, 16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB}) {
     std::printf("large pages %zu MiB:\n", large / MiB);
