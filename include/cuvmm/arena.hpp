@@ -40,6 +40,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include <cuvmm/backend.hpp>
@@ -91,6 +92,24 @@ struct ArenaOptions {
   /// Who may access the memory. Empty: read-write for `device`.
   std::vector<AccessGrant> access{};
 };
+
+/// The name of the environment variable that cuvmm's PyTorch plug-ins read their arenas' options
+/// from (parse_arena_options' format), like PyTorch's PYTORCH_CUDA_ALLOC_CONF.
+inline constexpr const char* arena_conf_variable = "CUVMM_ARENA_CONF";
+
+/// `base` with the options that `text` sets: comma-separated `key:value` pairs whose keys are the
+/// fields of ArenaOptions that a text can set, e.g. "large_page_bytes:128MiB,byte_limit:64GiB".
+///  - sizes (address_space_bytes, page_bytes, large_page_bytes, byte_limit): a whole number of
+///    bytes, or one followed by KiB, MiB, GiB or TiB;
+///  - share_large_page_tails: true, false, 1 or 0;
+///  - compression: none, preferred or required.
+/// Spaces around keys and values, and empty pairs (",,", a trailing comma), are ignored: an empty
+/// text changes nothing.
+/// Throws cuvmm::Error (ErrorCode::invalid_argument) naming the text and the offending pair for an
+/// unknown key, a key given twice, a pair without ':', or a value that is not of its kind or does
+/// not fit in 64 bits; `base` is not changed then. The values themselves (a large page that is not
+/// a power of two, ...) are checked when an Arena is made from them, as for any ArenaOptions.
+ArenaOptions parse_arena_options(std::string_view text, ArenaOptions base = {});
 
 /// A statistic as {current, peak, total}: total adds up every increase ever made.
 struct ArenaCounter {

@@ -2,7 +2,9 @@
 //
 // Owns: one Arena per device index, made on the first request for that device and never destroyed
 // (PyTorch frees tensors during interpreter shutdown, after static destructors may have run; the
-// driver takes the memory back when the process ends). A test hook may install a host-backend
+// driver takes the memory back when the process ends). Its options are the defaults with what
+// $CUVMM_ARENA_CONF sets (cuvmm::parse_arena_options), read when it is made; a bad text is a
+// ValueError naming the variable, and no arena is made. A test hook may install a host-backend
 // Arena for an index instead; it then owns that backend too.
 //
 // Invariants:
@@ -31,6 +33,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -45,6 +48,23 @@ namespace py = pybind11;
 namespace {
 
 constexpr int max_devices = 64;
+
+/// The defaults with what `text` (the value of $CUVMM_ARENA_CONF) sets; a ValueError naming the
+/// variable for a bad text.
+cuvmm::ArenaOptions options_from(const std::string& text) {
+  try {
+    return cuvmm::parse_arena_options(text);
+  } catch (const cuvmm::Error& e) {
+    throw c10::ValueError(c10::SourceLocation{__func__, __FILE__, static_cast<std::uint32_t>(__LINE__)},
+                          std::string("cuvmm_torch: ") + cuvmm::arena_conf_variable + "=\"" + text + "\": " + e.context());
+  }
+}
+
+/// The arenas' options now: the defaults with what $CUVMM_ARENA_CONF sets.
+cuvmm::ArenaOptions options_from_environment() {
+  const char* const conf = std::getenv(cuvmm::arena_conf_variable);
+  return options_from(conf != nullptr ? conf : "");
+}
 
 /// One device index's arena and, for a host-backend test arena, the backend it runs on.
 struct DeviceArena {
@@ -66,7 +86,7 @@ class ArenaRegistry {
     std::lock_guard const lock(mutex_);
     DeviceArena& slot = slots_[static_cast<std::size_t>(device)];
     if (!slot.arena) {
-      cuvmm::ArenaOptions options;
+      cuvmm::ArenaOptions options = options_from_environment();
       options.device = device;
       slot.arena = std::make_unique<cuvmm::Arena>(options);
     }
@@ -239,6 +259,23 @@ std::size_t trim(int device) {
   END_HANDLE_TH_ERRORS_PYBIND
 }
 
+/// The options `text` gives (parse_arena_options over the defaults), as a dict; a ValueError for a
+/// bad text. enable() checks $CUVMM_ARENA_CONF with it before anything changes.
+py::dict arena_options(const std::string& text) {
+  HANDLE_TH_ERRORS
+  cuvmm::ArenaOptions const o = options_from(text);
+  static constexpr const char* compression[] = {"none", "preferred", "required"};
+  py::dict d;
+  d["address_space_bytes"] = o.address_space_bytes;
+  d["page_bytes"] = o.page_bytes;
+  d["large_page_bytes"] = o.large_page_bytes;
+  d["share_large_page_tails"] = o.share_large_page_tails;
+  d["byte_limit"] = o.byte_limit;
+  d["compression"] = compression[static_cast<int>(o.compression)];
+  return d;
+  END_HANDLE_TH_ERRORS_PYBIND
+}
+
 void install_host_arena(int device, std::size_t byte_limit, std::size_t address_space_bytes,
                         std::size_t device_bytes) {
   HANDLE_TH_ERRORS
@@ -263,6 +300,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "cuvmm's Arena as PyTorch's CUDA allocator (use the cuvmm_torch package, not this module)";
   m.def("stats", &stats, py::arg("device"));
   m.def("trim", &trim, py::arg("device"));
+  m.def("arena_options", &arena_options, py::arg("text"));
   m.def("_install_host_arena", &install_host_arena, py::arg("device"), py::arg("byte_limit"),
         py::arg("address_space_bytes"), py::arg("device_bytes"));
   m.def("_malloc", &malloc_hook, py::arg("size"), py::arg("device"));

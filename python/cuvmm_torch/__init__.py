@@ -8,6 +8,13 @@
 
 An allocation the arena cannot serve raises torch.OutOfMemoryError, as with PyTorch's own allocator,
 after the arena gave its cached pages back; the process keeps working.
+
+The arenas' options come from the environment variable CUVMM_ARENA_CONF, read when a device's arena
+is made: comma-separated key:value pairs naming fields of cuvmm::ArenaOptions (address_space_bytes,
+page_bytes, large_page_bytes, byte_limit: bytes or with KiB/MiB/GiB/TiB; share_large_page_tails:
+true/false; compression: none/preferred/required), as PYTORCH_CUDA_ALLOC_CONF is for PyTorch's
+allocator. E.g. CUVMM_ARENA_CONF=large_page_bytes:128MiB trades memory for speed (fewer, larger pages
+to map). arena_options() shows what they give.
 """
 from __future__ import annotations
 
@@ -15,7 +22,9 @@ import torch
 
 from . import _C
 
-__all__ = ["enable", "is_enabled", "stats", "trim"]
+import os
+
+__all__ = ["arena_options", "enable", "is_enabled", "stats", "trim"]
 
 _MALLOC = "cuvmm_torch_malloc"
 _FREE = "cuvmm_torch_free"
@@ -27,11 +36,13 @@ def enable() -> None:
 
     Call it before PyTorch initializes CUDA (the first tensor on a GPU, torch.cuda.current_device(),
     ...): PyTorch cannot change its allocator after that. Calling it again is a no-op. Raises
-    RuntimeError when PyTorch has no CUDA device, or when it is called too late.
+    ValueError when CUVMM_ARENA_CONF is not a valid text (before anything changes), RuntimeError when
+    PyTorch has no CUDA device, or when it is called too late.
     """
     global _enabled
     if _enabled:
         return
+    arena_options()  # a bad CUVMM_ARENA_CONF is refused now, not at the first allocation
     if not torch.cuda.is_available():
         raise RuntimeError(
             "cuvmm_torch.enable(): PyTorch sees no CUDA device (torch " + torch.__version__ +
@@ -49,6 +60,14 @@ def enable() -> None:
             "cuvmm_torch.enable() was called after PyTorch's CUDA allocator was initialized; call it "
             f"first, before any CUDA tensor or torch.cuda call ({e})") from e
     _enabled = True
+
+
+def arena_options(conf: str | None = None) -> dict:
+    """The options the arenas are made with: cuvmm's defaults with what `conf` sets (default: the
+    environment variable CUVMM_ARENA_CONF), as a dict of address_space_bytes, page_bytes,
+    large_page_bytes, byte_limit (0: the default or no limit), share_large_page_tails and
+    compression. Raises ValueError, naming the variable and the offending pair, for a bad text."""
+    return _C.arena_options(os.environ.get("CUVMM_ARENA_CONF", "") if conf is None else conf)
 
 
 def is_enabled() -> bool:

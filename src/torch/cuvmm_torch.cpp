@@ -4,7 +4,9 @@
 // the same through PyTorch's headers and raises torch.OutOfMemoryError; prefer it.
 //
 // Owns: one Arena per device, made on first use and never destroyed (PyTorch may free tensors
-// after static destructors ran; the driver takes the memory back when the process ends).
+// after static destructors ran; the driver takes the memory back when the process ends). Its
+// options are the defaults with what $CUVMM_ARENA_CONF sets (cuvmm::parse_arena_options), read
+// when the arena is made; with a bad one no arena is made and every allocation throws saying why.
 // Invariants: cuvmm_torch_malloc returns memory or throws, never null for a failure (PyTorch 2.11
 // does not check a pluggable allocator's result: a null tensor poisons the process at its first
 // kernel). A request the arena cannot back throws cuvmm::OutOfMemory (a std::bad_alloc: Python
@@ -16,6 +18,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -36,7 +39,8 @@ cuvmm::Arena* arena_for(int device) {
   std::lock_guard const lock(made);
   auto& arena = (*arenas)[static_cast<std::size_t>(device)];
   if (!arena) {
-    cuvmm::ArenaOptions options;
+    const char* const conf = std::getenv(cuvmm::arena_conf_variable);
+    cuvmm::ArenaOptions options = cuvmm::parse_arena_options(conf != nullptr ? conf : "");
     options.device = device;
     arena = std::make_unique<cuvmm::Arena>(options);
   }

@@ -11,6 +11,7 @@ import ctypes
 import os
 import re
 import subprocess
+import sys
 import unittest
 
 import torch
@@ -80,6 +81,59 @@ class PackageTest(unittest.TestCase):
     def test_stats_on_a_cpu_device_raises_value_error(self):
         with self.assertRaises(ValueError):
             cuvmm_torch.stats("cpu")
+
+
+def run_with_conf(conf: str, code: str) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter (the registry makes an index's arena once per process) with
+    CUVMM_ARENA_CONF set to `conf`."""
+    env = dict(os.environ, CUVMM_ARENA_CONF=conf)
+    return subprocess.run([sys.executable, "-c", "import cuvmm_torch\nfrom cuvmm_torch import _C\n" + code],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+class ArenaOptionsTest(unittest.TestCase):
+    DEFAULTS = {"address_space_bytes": 0, "page_bytes": 0, "large_page_bytes": 32 * MiB,
+                "share_large_page_tails": True, "byte_limit": 0, "compression": "none"}
+
+    def test_without_a_text_the_options_are_the_defaults(self):
+        self.assertEqual(cuvmm_torch.arena_options(""), self.DEFAULTS)
+
+    def test_a_text_sets_the_options_it_names(self):
+        options = cuvmm_torch.arena_options(
+            "large_page_bytes:128MiB, share_large_page_tails:false,byte_limit:64GiB,compression:preferred")
+        self.assertEqual(options, dict(self.DEFAULTS, large_page_bytes=128 * MiB, share_large_page_tails=False,
+                                       byte_limit=64 << 30, compression="preferred"))
+
+    def test_the_environment_variable_is_what_arena_options_reads_by_default(self):
+        result = run_with_conf("page_bytes:4MiB,address_space_bytes:2TiB",
+                               "o = cuvmm_torch.arena_options()\nprint(o['page_bytes'], o['address_space_bytes'])")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout, f"{4 * MiB} {2 << 40}\n")
+
+    def test_a_bad_text_raises_value_error_naming_the_variable_and_the_pair(self):
+        with self.assertRaises(ValueError) as caught:
+            cuvmm_torch.arena_options("large_page_bytes:64MiB,huge_pages:1")
+        self.assertIn('CUVMM_ARENA_CONF="large_page_bytes:64MiB,huge_pages:1": \'huge_pages:1\' in', str(caught.exception))
+        self.assertIn("no such key", str(caught.exception))
+        with self.assertRaises(ValueError) as caught:
+            cuvmm_torch.arena_options("byte_limit:lots")
+        self.assertIn("wants a whole number of bytes", str(caught.exception))
+
+    def test_enable_refuses_a_bad_variable_before_anything_changes(self):
+        result = run_with_conf("page_bytes=4MiB", "try:\n    cuvmm_torch.enable()\nexcept ValueError as e:\n"
+                               "    print('ValueError', e)\nprint(cuvmm_torch.is_enabled())")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("ValueError cuvmm_torch: CUVMM_ARENA_CONF=\"page_bytes=4MiB\": 'page_bytes=4MiB' in", result.stdout)
+        self.assertIn("wants key:value", result.stdout)
+        self.assertTrue(result.stdout.endswith("\nFalse\n"), result.stdout)
+
+    def test_with_a_bad_variable_an_allocation_raises_value_error_and_makes_no_arena(self):
+        result = run_with_conf("compression:maybe", "try:\n    _C._malloc(1 << 20, 7)\nexcept ValueError as e:\n"
+                               "    print('ValueError', e)\nprint(_C.stats(7))")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("ValueError cuvmm_torch: CUVMM_ARENA_CONF=\"compression:maybe\"", result.stdout)
+        self.assertIn("wants none, preferred or required", result.stdout)
+        self.assertTrue(result.stdout.endswith("\nNone\n"), result.stdout)
 
 
 class OutOfMemoryTest(unittest.TestCase):

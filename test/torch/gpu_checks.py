@@ -16,6 +16,10 @@ starts) and prints its exact numbers:
   too_late          enable() after CUDA started: RuntimeError saying so; stats(None) is the current device's.
   training          examples/torch_pluggable_allocator.py --compare --against cuvmm cuvmm_torch:
                     losses identical to PyTorch's allocator at every step.
+  conf_package      with CUVMM_ARENA_CONF=large_page_bytes:64MiB: arena_options() says so, and an
+                    80 MiB tensor makes the package's arena hold exactly two 64 MiB pages more.
+  conf_plugin       the same variable for the plain plug-in: the driver's free memory drops by two
+                    64 MiB pages for that tensor (the default 32 MiB pages would take 96 MiB).
 Exit status 0 when every check passed; the failing checks are named.
 """
 import argparse
@@ -213,9 +217,53 @@ def training(plugin: str) -> None:
     check(result.returncode == 0, "training losses identical to PyTorch's allocator at every step (both cuvmm ways)")
 
 
+# The arena options the conf checks run with (CUVMM_ARENA_CONF, set for their processes only).
+CONF = "large_page_bytes:64MiB"
+
+
+def conf_package() -> None:
+    import torch
+
+    import cuvmm_torch
+
+    check(os.environ.get("CUVMM_ARENA_CONF") == CONF, f"this process has CUVMM_ARENA_CONF={CONF}")
+    check(cuvmm_torch.arena_options()["large_page_bytes"] == 64 * MiB, "arena_options() gives 64 MiB large pages")
+    cuvmm_torch.enable()
+    warm = filled(MiB, 1)  # CUDA context, the fill kernel, a slab page
+    torch.cuda.synchronize()
+    cuvmm_torch.trim()
+    before = cuvmm_torch.stats()["bytes_physical"]["current"]
+    x = filled(80 * MiB, 3)
+    torch.cuda.synchronize()
+    grown = cuvmm_torch.stats()["bytes_physical"]["current"] - before
+    print(f"  an 80 MiB tensor: bytes_physical rose by {grown}")
+    check(grown == 128 * MiB, "the arena holds exactly two 64 MiB large pages more")
+    check(int(x.min()) == int(x.max()) == 3 and int(warm.min()) == int(warm.max()) == 1, "both tensors kept their values")
+
+
+def conf_plugin(plugin: str) -> None:
+    import torch
+
+    check(os.environ.get("CUVMM_ARENA_CONF") == CONF, f"this process has CUVMM_ARENA_CONF={CONF}")
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(plugin, "cuvmm_torch_malloc", "cuvmm_torch_free")
+    torch.cuda.memory.change_current_allocator(allocator)
+    warm = filled(MiB, 1)  # CUDA context, the fill kernel, a slab page
+    torch.cuda.synchronize()
+    free_before, _ = torch.cuda.mem_get_info()
+    x = filled(80 * MiB, 3)
+    torch.cuda.synchronize()
+    free_after, _ = torch.cuda.mem_get_info()
+    taken = free_before - free_after
+    print(f"  an 80 MiB tensor: the driver's free memory dropped by {taken}")
+    # The driver counts in its granularity (2 MiB); nothing else allocates meanwhile.
+    check(128 * MiB <= taken <= 130 * MiB, "the plain plug-in took two 64 MiB large pages (within one 2 MiB page)")
+    check(int(x.min()) == int(x.max()) == 3 and int(warm.min()) == int(warm.max()) == 1, "both tensors kept their values")
+
+
 CHECKS = {"oom_package": oom_package, "oom_plugin": oom_plugin, "stats_trim": stats_trim, "too_late": too_late,
-          "training": training}
-NEEDS_PLUGIN = {"oom_plugin", "training"}
+          "training": training, "conf_package": conf_package, "conf_plugin": conf_plugin}
+NEEDS_PLUGIN = {"oom_plugin", "training", "conf_plugin"}
+CHILD_ENVIRONMENT = {"conf_package": {"CUVMM_ARENA_CONF": CONF}, "conf_plugin": {"CUVMM_ARENA_CONF": CONF}}
 
 
 def main() -> int:
@@ -243,7 +291,8 @@ def main() -> int:
     failed = []
     for name in chosen:
         print(f"{name}:", flush=True)
-        result = subprocess.run([sys.executable, __file__, "--plugin", args.plugin, "--child", name])
+        env = dict(os.environ, **CHILD_ENVIRONMENT.get(name, {}))
+        result = subprocess.run([sys.executable, __file__, "--plugin", args.plugin, "--child", name], env=env)
         if result.returncode != 0:
             failed.append(name)
             print(f"FAILED: {name} (exit status {result.returncode})", flush=True)

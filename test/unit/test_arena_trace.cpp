@@ -104,10 +104,17 @@ TEST_CASE("profile: giving memory back by trim() whenever more than a share of i
   }
 }
 
-TEST_CASE("profile: the GPU quick trace by large page size (prints the numbers)", "[.profile_large]") {
+TEST_CASE("profile: the GPU traces by large page size (prints the numbers)", "[.profile_large]") {
+  std::printf("with ArenaOptions::share_large_page_tails off:\n");
   for (std::size_t const large : {std::size_t{0}, 8 * MiB, 16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB}) {
     std::printf("large pages %zu MiB:\n", large / MiB);
     print("gpu quick", replay_on_h200_bookkeeping(test::gpu_quick_trace(), large));
+  }
+  std::printf("with ArenaOptions::share_large_page_tails (the default):\n");
+  for (std::size_t const large : {32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB}) {
+    std::printf("large pages %zu MiB:\n", large / MiB);
+    print("gpu quick", replay_on_h200_bookkeeping(test::gpu_quick_trace(), large, true));
+    print("gpu full", replay_on_h200_bookkeeping(test::gpu_full_trace(), large, true));
   }
 }
 
