@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <cuvmm/error.hpp>
 
@@ -65,25 +66,40 @@ std::optional<Compression> parse_compression(std::string_view value) {
   return std::nullopt;
 }
 
+/// A key a text can set: how to set it from a value (false: the value is not of its kind), and
+/// what it wants when the value is refused.
+struct Key {
+  std::string_view name;
+  bool (*set)(std::string_view value, ArenaOptions& o);
+  std::string_view wants;
+};
+
+/// Sets `field` to what `parse` reads from `value`; false when it reads nothing.
+template <auto parse, auto field>
+bool set(std::string_view value, ArenaOptions& o) {
+  auto const parsed = parse(value);
+  if (parsed) o.*field = *parsed;
+  return parsed.has_value();
+}
+
+constexpr std::string_view size_wants =
+    "wants a whole number of bytes, or one followed by KiB, MiB, GiB or TiB, that fits in 64 bits";
+
+constexpr std::array<Key, 6> keys = {{
+    {"address_space_bytes", set<parse_size, &ArenaOptions::address_space_bytes>, size_wants},
+    {"page_bytes", set<parse_size, &ArenaOptions::page_bytes>, size_wants},
+    {"large_page_bytes", set<parse_size, &ArenaOptions::large_page_bytes>, size_wants},
+    {"byte_limit", set<parse_size, &ArenaOptions::byte_limit>, size_wants},
+    {"share_large_page_tails", set<parse_bool, &ArenaOptions::share_large_page_tails>, "wants true, false, 1 or 0"},
+    {"compression", set<parse_compression, &ArenaOptions::compression>, "wants none, preferred or required"},
+}};
+
 }  // namespace
 
 ArenaOptions parse_arena_options(std::string_view text, ArenaOptions base) {
-  auto const refuse = [&](std::string_view pair, const std::string& why) {
-    throw_invalid_argument(call, "'" + std::string(pair) + "' in \"" + std::string(text) + "\": " + why);
+  auto const refuse = [&](std::string_view pair, std::string_view why) {
+    throw_invalid_argument(call, "'" + std::string(pair) + "' in \"" + std::string(text) + "\": " + std::string(why));
   };
-  struct Key {
-    std::string_view name;
-    enum Kind { size, boolean, compression } kind;
-    std::size_t ArenaOptions::* size_field = nullptr;
-  };
-  static constexpr std::array<Key, 6> keys = {{
-      {"address_space_bytes", Key::size, &ArenaOptions::address_space_bytes},
-      {"page_bytes", Key::size, &ArenaOptions::page_bytes},
-      {"large_page_bytes", Key::size, &ArenaOptions::large_page_bytes},
-      {"byte_limit", Key::size, &ArenaOptions::byte_limit},
-      {"share_large_page_tails", Key::boolean},
-      {"compression", Key::compression},
-  }};
   std::array<bool, keys.size()> given{};
   std::string_view rest = text;
   while (!trimmed(rest).empty()) {
@@ -94,38 +110,16 @@ ArenaOptions parse_arena_options(std::string_view text, ArenaOptions base) {
     std::size_t const colon = pair.find(':');
     if (colon == std::string_view::npos) refuse(pair, "wants key:value");
     std::string_view const name = trimmed(pair.substr(0, colon));
-    std::string_view const value = trimmed(pair.substr(colon + 1));
     std::size_t k = 0;
     while (k < keys.size() && keys[k].name != name) ++k;
     if (k == keys.size()) {
-      refuse(pair, "no such key (address_space_bytes, page_bytes, large_page_bytes, byte_limit, "
-                   "share_large_page_tails, compression)");
+      std::string known;
+      for (Key const& key : keys) known += (known.empty() ? "" : ", ") + std::string(key.name);
+      refuse(pair, "no such key (" + known + ")");
     }
     if (given[k]) refuse(pair, "'" + std::string(name) + "' is given twice");
     given[k] = true;
-    switch (keys[k].kind) {
-      case Key::size:
-        if (auto const bytes = parse_size(value)) {
-          base.*(keys[k].size_field) = *bytes;
-        } else {
-          refuse(pair, "wants a whole number of bytes, or one followed by KiB, MiB, GiB or TiB, that fits in 64 bits");
-        }
-        break;
-      case Key::boolean:
-        if (auto const on = parse_bool(value)) {
-          base.share_large_page_tails = *on;
-        } else {
-          refuse(pair, "wants true, false, 1 or 0");
-        }
-        break;
-      case Key::compression:
-        if (auto const c = parse_compression(value)) {
-          base.compression = *c;
-        } else {
-          refuse(pair, "wants none, preferred or required");
-        }
-        break;
-    }
+    if (!keys[k].set(trimmed(pair.substr(colon + 1)), base)) refuse(pair, keys[k].wants);
   }
   return base;
 }
