@@ -321,6 +321,22 @@ TEST_CASE("the CSV writers put one row per measurement under a fixed header", "[
   CHECK(trace.str() == "allocator,op_index,requested_bytes,held_bytes\ncuvmm_arena,0,10,2097152\ncuvmm_arena,5,0,2097152\n");
 }
 
+TEST_CASE("trace_memory.csv quotes an allocator name with a comma or a quote", "[plan][report]") {
+  Measurements m;
+  ReplayResult plugin;
+  plugin.allocator = "pytorch_cuvmm_plugin:page_bytes:4MiB,byte_limit:1GiB";
+  plugin.timeline = {{3, 10, 2097152}};
+  ReplayResult odd;
+  odd.allocator = "a\"b";
+  odd.timeline = {{4, 0, 0}};
+  m.replays = {plugin, odd};
+  std::ostringstream trace;
+  write_trace_memory_csv(trace, m);
+  CHECK(trace.str() == "allocator,op_index,requested_bytes,held_bytes\n"
+                       "\"pytorch_cuvmm_plugin:page_bytes:4MiB,byte_limit:1GiB\",3,10,2097152\n"
+                       "\"a\"\"b\",4,0,0\n");
+}
+
 TEST_CASE("the JSON escapes strings and writes null for what was not measured", "[plan][report]") {
   Measurements m;
   m.profile = "quick";

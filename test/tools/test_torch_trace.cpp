@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "child_process.hpp"
 #include "temp_files.hpp"
@@ -53,7 +54,7 @@ class _OutOfMemoryError(RuntimeError):
     pass
 
 def _pluggable(path, malloc, free):
-    _log("CUDAPluggableAllocator", path, malloc, free)
+    _log("CUDAPluggableAllocator", path, malloc, free, os.environ.get("CUVMM_ARENA_CONF", "-"))
     if "broken" in path:
         raise RuntimeError("undefined symbol: cuvmm_torch_malloc")
     return ("allocator", path)
@@ -126,15 +127,78 @@ TEST_CASE("torch_trace.py --plugin replays the trace a third time through cuvmm'
   // the other two processes never did.
   std::string const log = read_file(dir.path / "log");
   INFO(log);
-  std::size_t const made = log.find("CUDAPluggableAllocator " + plugin + " cuvmm_torch_malloc cuvmm_torch_free\n");
+  std::size_t const made = log.find("CUDAPluggableAllocator " + plugin + " cuvmm_torch_malloc cuvmm_torch_free -\n");
   REQUIRE(made != std::string::npos);
   std::size_t const line_start = log.rfind('\n', made) + 1;
   std::string const pid = log.substr(line_start, made - line_start);  // "PID "
-  CHECK_THAT(log, ContainsSubstring(pid + "CUDAPluggableAllocator " + plugin + " cuvmm_torch_malloc cuvmm_torch_free\n" +
+  CHECK_THAT(log, ContainsSubstring(pid + "CUDAPluggableAllocator " + plugin + " cuvmm_torch_malloc cuvmm_torch_free -\n" +
                                     pid + "change_current_allocator " + plugin + "\n" + pid + "empty 1000 plugin -\n"));
   CHECK(log.find("CUDAPluggableAllocator", made + 1) == std::string::npos);
   CHECK_THAT(log, ContainsSubstring("empty 1000 caching -\n"));
   CHECK_THAT(log, ContainsSubstring("empty 1000 caching expandable_segments:True\n"));
+}
+
+TEST_CASE("torch_trace.py --plugin-conf adds plug-in replays with CUVMM_ARENA_CONF set in their processes only",
+          "[plan][torch_trace]") {
+  TempDir dir;
+  std::string const plugin = (dir.path / "libcuvmm_torch.so").string();
+  auto const run = run_program({"/usr/bin/env", "python3", TORCH_TRACE_SCRIPT, (dir.path / "trace.csv").string(),
+                                "--plugin-conf", "large_page_bytes:128MiB", "--plan", "4", "--plugin", plugin,
+                                "--plugin-conf", "page_bytes:4MiB,byte_limit:1GiB"},
+                               {"PYTHONPATH=" + (dir.path / "fake").string(),
+                                "FAKE_TORCH_LOG=" + (dir.path / "log").string()});
+  INFO(run.output);
+  REQUIRE(run.exit_status == 0);
+  std::size_t const expandable = run.output.find("replay pytorch_expandable_segments 4 0 ");
+  std::size_t const plain = run.output.find("replay pytorch_cuvmm_plugin 4 0 ");
+  std::size_t const large = run.output.find("replay pytorch_cuvmm_plugin:large_page_bytes:128MiB 4 0 ");
+  std::size_t const two = run.output.find("replay pytorch_cuvmm_plugin:page_bytes:4MiB,byte_limit:1GiB 4 0 ");
+  REQUIRE(expandable != std::string::npos);
+  REQUIRE(plain != std::string::npos);
+  REQUIRE(large != std::string::npos);
+  REQUIRE(two != std::string::npos);
+  CHECK(expandable < plain);
+  CHECK(plain < large);
+  CHECK(large < two);
+  std::string const log = read_file(dir.path / "log");
+  INFO(log);
+  std::string const made = "CUDAPluggableAllocator " + plugin + " cuvmm_torch_malloc cuvmm_torch_free ";
+  CHECK_THAT(log, ContainsSubstring(made + "-\n"));
+  CHECK_THAT(log, ContainsSubstring(made + "large_page_bytes:128MiB\n"));
+  CHECK_THAT(log, ContainsSubstring(made + "page_bytes:4MiB,byte_limit:1GiB\n"));
+
+  // A CUVMM_ARENA_CONF in the caller's environment is the plain plug-in replay's, and named.
+  auto const set = run_program({"/usr/bin/env", "python3", TORCH_TRACE_SCRIPT, (dir.path / "trace.csv").string(),
+                                "--plan", "4", "--plugin", plugin},
+                               {"PYTHONPATH=" + (dir.path / "fake").string(),
+                                "FAKE_TORCH_LOG=" + (dir.path / "log2").string(), "CUVMM_ARENA_CONF=byte_limit:2GiB"});
+  INFO(set.output);
+  REQUIRE(set.exit_status == 0);
+  CHECK_THAT(set.output, ContainsSubstring("replay pytorch_cuvmm_plugin:byte_limit:2GiB 4 0 "));
+  CHECK_THAT(set.output, !ContainsSubstring("replay pytorch_cuvmm_plugin 4 0 "));
+  CHECK_THAT(read_file(dir.path / "log2"), ContainsSubstring(made + "byte_limit:2GiB\n"));
+}
+
+TEST_CASE("torch_trace.py refuses a bad --plugin-conf with exit status 2, before replaying anything", "[plan][torch_trace]") {
+  TempDir dir;
+  std::string const trace = (dir.path / "trace.csv").string();
+  std::string const plugin = (dir.path / "libcuvmm_torch.so").string();
+  std::vector<std::string> const environment{"PYTHONPATH=" + (dir.path / "fake").string(),
+                                             "FAKE_TORCH_LOG=" + (dir.path / "log").string()};
+  auto const alone = run_program({"/usr/bin/env", "python3", TORCH_TRACE_SCRIPT, trace, "--plugin-conf", "page_bytes:4MiB"},
+                                 environment);
+  CHECK(alone.exit_status == 2);
+  CHECK(alone.output == "torch_trace.py: --plugin-conf needs --plugin\n");
+  auto const spaced = run_program({"/usr/bin/env", "python3", TORCH_TRACE_SCRIPT, trace, "--plugin", plugin,
+                                   "--plugin-conf", "page_bytes: 4MiB"},
+                                  environment);
+  CHECK(spaced.exit_status == 2);
+  CHECK(spaced.output == "torch_trace.py: --plugin-conf wants a CUVMM_ARENA_CONF text without spaces, not 'page_bytes: 4MiB'\n");
+  auto const missing = run_program({"/usr/bin/env", "python3", TORCH_TRACE_SCRIPT, trace, "--plugin", plugin, "--plugin-conf"},
+                                   environment);
+  CHECK(missing.exit_status == 2);
+  CHECK(missing.output == "torch_trace.py: --plugin-conf wants a CUVMM_ARENA_CONF text without spaces, not ''\n");
+  CHECK_FALSE(std::filesystem::exists(dir.path / "log"));  // nothing replayed
 }
 
 TEST_CASE("torch_trace.py without --plugin replays two configurations and no plug-in", "[plan][torch_trace]") {

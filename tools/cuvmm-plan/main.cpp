@@ -431,9 +431,16 @@ std::optional<std::string> plugin_beside_libcuvmm(std::string& why) {
   return plugin.string();
 }
 
+/// The plug-in's second replay: its arena options for speed over memory. On the H200, on the full
+/// profile's trace, the plug-in took 1.76x PyTorch's time with the default 32 MiB large pages and
+/// 0.92x with these, at a mean utilization of 0.82 against 0.92 and PyTorch's 0.68
+/// (bench/results/h200-2026-12-01, run Z).
+constexpr const char* plugin_speed_conf = "large_page_bytes:128MiB";
+
 /// Replays `trace` through PyTorch's caching allocator (torch_trace.py, default and expandable
-/// segments, and with `plugin` through cuvmm's plug-in, each in a process of its own) when a Python
-/// with PyTorch and CUDA is found. Adds its replays to `m`, or a note saying why there are none.
+/// segments, and with `plugin` through cuvmm's plug-in, with its options from CUVMM_ARENA_CONF and
+/// with plugin_speed_conf, each in a process of its own) when a Python with PyTorch and CUDA is
+/// found. Adds its replays to `m`, or a note saying why there are none.
 void replay_on_torch(const std::string& script, const std::string& plugin, const Trace& trace,
                      std::size_t timeline_points, Measurements& m) {
   bool found_python = false;
@@ -449,6 +456,8 @@ void replay_on_torch(const std::string& script, const std::string& plugin, const
   if (!plugin.empty()) {
     command.emplace_back("--plugin");
     command.push_back(plugin);
+    command.emplace_back("--plugin-conf");
+    command.emplace_back(plugin_speed_conf);
   }
   ChildResult const child = run_child(command);
   std::filesystem::remove(csv);

@@ -438,8 +438,16 @@ void write_growth_csv(std::ostream& out, const Measurements& m) {
 void write_trace_memory_csv(std::ostream& out, const Measurements& m) {
   out << "allocator,op_index,requested_bytes,held_bytes\n";
   for (auto const& replay : m.replays) {
+    // A name with a comma or a quote (a plug-in replay named by its CUVMM_ARENA_CONF) is quoted,
+    // its quotes doubled (RFC 4180).
+    std::string name = replay.allocator;
+    if (name.find_first_of(",\"\n") != std::string::npos) {
+      std::string quoted = "\"";
+      for (char const c : name) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+      name = quoted + "\"";
+    }
     for (auto const& point : replay.timeline) {
-      out << replay.allocator << ',' << point.op_index << ',' << point.requested_bytes << ',' << point.held_bytes
+      out << name << ',' << point.op_index << ',' << point.requested_bytes << ',' << point.held_bytes
           << '\n';
     }
   }

@@ -6,6 +6,8 @@ and, with --plugin, through PyTorch with cuvmm's plug-in (libcuvmm_torch.so, cuv
     python3 tools/cuvmm-plan/torch_trace.py trace.csv --plan N   # the same, as cuvmm-plan's replay lines
     python3 tools/cuvmm-plan/torch_trace.py trace.csv [--plan N] --plugin build/src/libcuvmm_torch.so
                                                                  # and a third: pytorch_cuvmm_plugin
+    python3 tools/cuvmm-plan/torch_trace.py trace.csv [--plan N] --plugin PATH --plugin-conf large_page_bytes:128MiB
+                                                                 # and a fourth: pytorch_cuvmm_plugin:large_page_bytes:128MiB
     python3 tools/cuvmm-plan/torch_trace.py --check              # exit 0 when PyTorch with CUDA is here, else 3
 
 Without --plan it prints one JSON line per configuration: utilization = peak bytes live / peak
@@ -26,7 +28,11 @@ of its own through torch.cuda.memory.CUDAPluggableAllocator(PATH, "cuvmm_torch_m
 memory_reserved() is 0 for a pluggable allocator, so there "held" (reserved) is the device memory in
 use (torch.cuda.mem_get_info: total - free) less what was in use before the replay began, as
 cuvmm-plan's cudaMalloc replay measures it; its peak is sampled after every allocation (untimed).
-The plug-in reports an allocation it cannot make as RuntimeError, counted as failed.
+The plug-in reports an allocation it cannot make as RuntimeError, counted as failed. Its arena's
+options are what CUVMM_ARENA_CONF sets (cuvmm::parse_arena_options); when that is set, the
+configuration is named pytorch_cuvmm_plugin:CONF. Each --plugin-conf CONF (a CUVMM_ARENA_CONF text
+without spaces; the option may be repeated) adds one more plug-in replay, pytorch_cuvmm_plugin:CONF,
+with CUVMM_ARENA_CONF=CONF in its process only.
 
 A configuration whose process fails is named on stderr; the others still run and print their
 lines, and the exit status is then 1.
@@ -103,8 +109,10 @@ def replay(path: str, plugin=None) -> dict:
             lo = mid
         except held.out_of_memory:
             hi = mid
+    arena_conf = os.environ.get("CUVMM_ARENA_CONF")
     return {
-        "allocator": "cuvmm_plugin" if plugin else os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default",
+        "allocator": ("cuvmm_plugin" + (":" + arena_conf if arena_conf else "")) if plugin
+        else os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default",
         "peak_live_GiB": peak_live / 2**30,
         "peak_reserved_GiB": peak_held / 2**30,
         "utilization": peak_live / peak_held if peak_held else 0.0,
@@ -175,14 +183,33 @@ def take_plugin(args: list):
     return plugin
 
 
+def take_plugin_confs(args: list) -> list:
+    """Removes every `--plugin-conf CONF` from `args`; returns the CONFs (None for one missing)."""
+    confs = []
+    while "--plugin-conf" in args:
+        at = args.index("--plugin-conf")
+        confs.append(args[at + 1] if at + 1 < len(args) else None)
+        del args[at:at + 2]
+    return confs
+
+
 def main() -> int:
     args = sys.argv[1:]
     if args == ["--check"]:
         return check()
     plugin = take_plugin(args)
+    plugin_confs = take_plugin_confs(args)
     if plugin == "" or (plugin is not None and not os.path.isfile(plugin)):
         print(f"torch_trace.py: --plugin wants the path of libcuvmm_torch.so, not '{plugin}'", file=sys.stderr)
         return 2
+    for conf in plugin_confs:
+        if plugin is None:
+            print("torch_trace.py: --plugin-conf needs --plugin", file=sys.stderr)
+            return 2
+        if not conf or any(c.isspace() for c in conf):
+            print(f"torch_trace.py: --plugin-conf wants a CUVMM_ARENA_CONF text without spaces, not '{conf or ''}'",
+                  file=sys.stderr)
+            return 2
     if len(args) == 4 and args[1] == "--one-plan":
         print(replay_for_plan(args[0], args[2], int(args[3]), plugin))
         return 0
@@ -193,15 +220,21 @@ def main() -> int:
     if not (len(args) == 1 or plan):
         print(__doc__, file=sys.stderr)
         return 2
-    configurations = [("", "pytorch", None), ("expandable_segments:True", "pytorch_expandable_segments", None)]
+    # (PYTORCH_CUDA_ALLOC_CONF, name, plug-in, CUVMM_ARENA_CONF) of each replay's process
+    configurations = [("", "pytorch", None, ""), ("expandable_segments:True", "pytorch_expandable_segments", None, "")]
     if plugin is not None:
-        configurations.append(("", "pytorch_cuvmm_plugin", os.path.abspath(plugin)))
+        for arena_conf in [os.environ.get("CUVMM_ARENA_CONF", "")] + plugin_confs:
+            name = "pytorch_cuvmm_plugin" + (":" + arena_conf if arena_conf else "")
+            configurations.append(("", name, os.path.abspath(plugin), arena_conf))
     failed = 0
-    for conf, name, one_plugin in configurations:
+    for conf, name, one_plugin, arena_conf in configurations:
         env = dict(os.environ)
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        env.pop("CUVMM_ARENA_CONF", None)
         if conf:
             env["PYTORCH_CUDA_ALLOC_CONF"] = conf
+        if arena_conf:
+            env["CUVMM_ARENA_CONF"] = arena_conf
         one = ["--one-plan", name, args[2]] if plan else ["--one"]
         if one_plugin:
             one += ["--plugin", one_plugin]
