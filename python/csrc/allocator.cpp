@@ -42,6 +42,7 @@
 #include <cuvmm/arena.hpp>
 #include <cuvmm/error.hpp>
 #include <cuvmm/host_backend.hpp>
+#include <cuvmm/types.hpp>
 
 namespace py = pybind11;
 
@@ -264,14 +265,13 @@ std::size_t trim(int device) {
 py::dict arena_options(const std::string& text) {
   HANDLE_TH_ERRORS
   cuvmm::ArenaOptions const o = options_from(text);
-  static constexpr const char* compression[] = {"none", "preferred", "required"};
   py::dict d;
   d["address_space_bytes"] = o.address_space_bytes;
   d["page_bytes"] = o.page_bytes;
   d["large_page_bytes"] = o.large_page_bytes;
   d["share_large_page_tails"] = o.share_large_page_tails;
   d["byte_limit"] = o.byte_limit;
-  d["compression"] = compression[static_cast<int>(o.compression)];
+  d["compression"] = std::string(cuvmm::to_string(o.compression));
   return d;
   END_HANDLE_TH_ERRORS_PYBIND
 }

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <cuvmm/error.hpp>
+#include <cuvmm/types.hpp>
 
 namespace cuvmm {
 namespace {
@@ -59,10 +60,11 @@ std::optional<bool> parse_bool(std::string_view value) {
   return std::nullopt;
 }
 
+/// The Compression whose name (to_string, types.hpp) is `value`.
 std::optional<Compression> parse_compression(std::string_view value) {
-  if (value == "none") return Compression::none;
-  if (value == "preferred") return Compression::preferred;
-  if (value == "required") return Compression::required;
+  for (Compression const c : {Compression::none, Compression::preferred, Compression::required}) {
+    if (to_string(c) == value) return c;
+  }
   return std::nullopt;
 }
 

@@ -13,29 +13,18 @@
 
 #include <cuvmm/arena.hpp>
 #include <cuvmm/error.hpp>
+#include <cuvmm/types.hpp>
 
 #include "fuzz_check.hpp"
 
 namespace {
-
-const char* compression_name(cuvmm::Compression c) {
-  switch (c) {
-    case cuvmm::Compression::none:
-      return "none";
-    case cuvmm::Compression::preferred:
-      return "preferred";
-    case cuvmm::Compression::required:
-      return "required";
-  }
-  return "?";
-}
 
 /// Every key a text can set, with `o`'s values.
 std::string as_text(const cuvmm::ArenaOptions& o) {
   return "address_space_bytes:" + std::to_string(o.address_space_bytes) + ",page_bytes:" + std::to_string(o.page_bytes) +
          ",large_page_bytes:" + std::to_string(o.large_page_bytes) + ",byte_limit:" + std::to_string(o.byte_limit) +
          ",share_large_page_tails:" + (o.share_large_page_tails ? "true" : "false") +
-         ",compression:" + compression_name(o.compression);
+         ",compression:" + std::string(cuvmm::to_string(o.compression));
 }
 
 bool same(const cuvmm::ArenaOptions& a, const cuvmm::ArenaOptions& b) {
