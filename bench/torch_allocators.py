@@ -1,0 +1,258 @@
+"""PyTorch's CUDA allocators side by side on the workloads PyTorch users run: PyTorch's default caching
+allocator, its expandable segments, and cuvmm's Arena through the cuvmm_torch package.
+
+    python3 bench/torch_allocators.py random  [--seeds 1,2,3] [--ops 20000] [--repeats 3] [--json FILE]
+    python3 bench/torch_allocators.py decoder [--steps 40] [--repeats 3] [--json FILE]
+    python3 bench/torch_allocators.py all     [...]
+
+Every measurement runs in a fresh process (an allocator is chosen once per process), in the order
+default, expandable segments, cuvmm, repeated; the summary gives medians of the repeats and each
+allocator's ratios to PyTorch's default. `--modes` picks a subset (default,expandable,cuvmm).
+
+Workloads:
+- random: a seeded trace of mixed-size tensors (log-uniform sizes from 1 B to 1 GiB, each freed after a
+  random lifetime, tens of GiB live at the peak), allocated and freed through torch.empty / del. It
+  reports the time of the allocation and free calls, utilization (peak bytes live / peak bytes
+  reserved), and the largest single tensor that still fits after the trace, with the trace's last live
+  set held, as a share of (free device memory at the start - bytes live at the end).
+- decoder: a Hugging Face `transformers` Llama-style decoder (random initialization, nothing
+  downloaded; 24 layers of width 1024, bf16, AdamW) trained on batches of varying shape. It reports the
+  time of the steps after a warm-up, the peak reserved memory, the largest tensor that fits after
+  training, and the losses (which must be the same under every allocator).
+
+Reserved memory is torch.cuda.max_memory_reserved(), which cuvmm_torch reports from its Arena as
+PyTorch's allocator does. cuvmm_torch must be importable (installed, or on PYTHONPATH).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+GiB = 2**30
+MODES = {
+    "default": {},
+    "expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    "cuvmm": {"CUVMM_BENCH_ENABLE": "1"},
+}
+
+
+def setup(mode: str):
+    import torch
+
+    if mode == "cuvmm":
+        import cuvmm_torch
+
+        cuvmm_torch.enable()
+    torch.cuda.init()
+    torch.cuda.synchronize()
+    return torch
+
+
+def largest_that_fits(torch, upper: int) -> int:
+    """The largest single uint8 tensor (in 64 MiB steps) that can be allocated now."""
+    step = 64 * 2**20
+    lo, hi = 0, upper // step + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            block = torch.empty(mid * step, dtype=torch.uint8, device="cuda")
+            del block
+            lo = mid
+        except torch.OutOfMemoryError:
+            hi = mid
+    return lo * step
+
+
+def random_trace(seed: int, ops: int, live_target: int):
+    """(sizes, frees): tensor i of sizes[i] bytes; after allocating tensor i, the ids in frees[i] are freed.
+    Sizes are log-uniform in [1 B, 1 GiB]; lifetimes are drawn so that the bytes live hover around
+    live_target."""
+    import random
+
+    rng = random.Random(seed)
+    sizes = [int(2 ** rng.uniform(0, 30)) for _ in range(ops)]
+    mean = sum(sizes) / len(sizes)
+    mean_life = max(1, int(live_target / mean))
+    frees = [[] for _ in range(ops)]
+    for i in range(ops):
+        end = i + 1 + int(rng.expovariate(1 / mean_life))
+        if end < ops:
+            frees[end].append(i)
+    return sizes, frees
+
+
+def run_random(mode: str, seed: int, ops: int) -> dict:
+    torch = setup(mode)
+    free_start, total = torch.cuda.mem_get_info()
+    sizes, frees = random_trace(seed, ops, live_target=int(free_start * 0.3))
+    live, live_bytes, peak_live = {}, 0, 0
+    failed = 0
+    start = time.perf_counter()
+    for i, size in enumerate(sizes):
+        try:
+            live[i] = torch.empty(size, dtype=torch.uint8, device="cuda")
+            live_bytes += size
+            peak_live = max(peak_live, live_bytes)
+        except torch.OutOfMemoryError:
+            failed += 1
+        for j in frees[i]:
+            if j in live:
+                del live[j]
+                live_bytes -= sizes[j]
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    peak_reserved = torch.cuda.max_memory_reserved()
+    possible = free_start - live_bytes
+    largest = largest_that_fits(torch, possible + 4 * GiB)
+    return {
+        "workload": f"random:{seed}", "mode": mode, "seconds": seconds, "failed": failed,
+        "peak_live": peak_live, "peak_reserved": peak_reserved,
+        "utilization": peak_live / peak_reserved if peak_reserved else 0.0,
+        "largest_after": largest, "largest_after_share": largest / possible,
+    }
+
+
+def run_decoder(mode: str, steps: int) -> dict:
+    torch = setup(mode)
+    import random
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
+                         num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=4096)
+    model = LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    rng = random.Random(0)
+    shapes = [(rng.choice([1, 2, 4, 8, 16]), rng.choice([128, 256, 512, 768, 1024, 1536, 2048]))
+              for _ in range(steps)]
+    shapes = [(b, s) for b, s in shapes if b * s <= 16384]
+    losses = []
+    warmup = 3
+    start = None
+    for step, (batch, seq) in enumerate(shapes):
+        if step == warmup:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+        g = torch.Generator(device="cpu").manual_seed(step)
+        ids = torch.randint(0, config.vocab_size, (batch, seq), generator=g).cuda()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    peak_reserved = torch.cuda.max_memory_reserved()
+    free_now, _ = torch.cuda.mem_get_info()
+    largest = largest_that_fits(torch, free_now + torch.cuda.memory_reserved())
+    return {"workload": "decoder", "mode": mode, "seconds": seconds, "steps": len(shapes) - warmup,
+            "peak_reserved": peak_reserved, "largest_after": largest, "losses": losses}
+
+
+def child(args) -> int:
+    if args.workload == "decoder":
+        result = run_decoder(args.mode, args.steps)
+    else:
+        result = run_random(args.mode, int(args.workload.split(":")[1]), args.ops)
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+def one(workload: str, mode: str, args) -> dict | None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_CUDA_ALLOC_CONF", "CUVMM_BENCH_ENABLE")}
+    env.update(MODES[mode])
+    command = [sys.executable, __file__, "--child", "--mode", mode, "--workload", workload,
+               "--ops", str(args.ops), "--steps", str(args.steps)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    print(f"torch_allocators.py: {workload} under {mode} failed (exit {done.returncode}):\n{done.stderr[-3000:]}",
+          file=sys.stderr)
+    return None
+
+
+def summarize(results: list[dict]) -> list[dict]:
+    """Medians per (workload, mode), with ratios to PyTorch's default on the same workload."""
+    rows = []
+    keys = sorted({(r["workload"], r["mode"]) for r in results}, key=lambda k: (k[0], list(MODES).index(k[1])))
+    for workload, mode in keys:
+        runs = [r for r in results if r["workload"] == workload and r["mode"] == mode]
+        row = {"workload": workload, "mode": mode, "repeats": len(runs)}
+        for field in ("seconds", "peak_reserved", "utilization", "largest_after", "largest_after_share", "failed"):
+            if field in runs[0]:
+                row[field] = statistics.median(r[field] for r in runs)
+        if "losses" in runs[0]:
+            row["losses_identical_across_repeats"] = all(r["losses"] == runs[0]["losses"] for r in runs)
+            row["final_loss"] = runs[0]["losses"][-1]
+        rows.append(row)
+    for row in rows:
+        base = next((r for r in rows if r["workload"] == row["workload"] and r["mode"] == "default"), None)
+        if base and base.get("seconds"):
+            row["time_vs_default"] = row["seconds"] / base["seconds"]
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("workload", nargs="?", default="all", help="random, decoder or all")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--ops", type=int, default=20000)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--json", help="write every result and the summary to this file")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+
+    workloads = []
+    if args.workload in ("random", "all"):
+        workloads += [f"random:{s}" for s in args.seeds.split(",")]
+    if args.workload in ("decoder", "all"):
+        workloads.append("decoder")
+    if not workloads:
+        parser.error(f"unknown workload {args.workload!r}")
+    modes = args.modes.split(",")
+    for mode in modes:
+        if mode not in MODES:
+            parser.error(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+
+    results, failures = [], 0
+    for workload in workloads:
+        for _ in range(args.repeats):
+            for mode in modes:
+                result = one(workload, mode, args)
+                if result is None:
+                    failures += 1
+                else:
+                    results.append(result)
+                    print(json.dumps({k: v for k, v in result.items() if k != "losses"}), flush=True)
+    rows = summarize(results)
+    decoder_losses = {r["mode"]: r["losses"] for r in results if r["workload"] == "decoder"}
+    losses_identical = len({json.dumps(v) for v in decoder_losses.values()}) <= 1
+    print(f"\n{'workload':<12} {'mode':<11} {'time/default':>12} {'seconds':>9} {'util':>6} "
+          f"{'peak GiB':>9} {'largest GiB':>11} {'share':>6}")
+    for r in rows:
+        print(f"{r['workload']:<12} {r['mode']:<11} {r.get('time_vs_default', float('nan')):>12.3f} "
+              f"{r['seconds']:>9.3f} {r.get('utilization', float('nan')):>6.3f} {r['peak_reserved'] / GiB:>9.2f} "
+              f"{r['largest_after'] / GiB:>11.2f} {r.get('largest_after_share', float('nan')):>6.3f}")
+    if decoder_losses:
+        print(f"decoder losses identical under every allocator: {losses_identical}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "summary": rows, "decoder_losses_identical": losses_identical}, f,
+                      indent=1)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
