@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -51,7 +52,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["tool"] == "cuvmm-plan", d["tool"]
 assert d["backend"] == "host" and d["profile"] == "quick", (d["backend"], d["profile"])
-assert 0 < d["seconds"] < 600, d["seconds"]
+assert d["seconds"] > 0, d["seconds"]
 assert d["device"]["granularity"] == 2 << 20 and d["device"]["total_bytes"] == 1 << 30, d["device"]
 assert [r["chunk_bytes"] for r in d["driver_calls"]] == [2 << 20, 8 << 20, 32 << 20, 128 << 20], d["driver_calls"]
 for r in d["driver_calls"]:
@@ -104,9 +105,10 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   CHECK_THAT(run.output, ContainsSubstring("cuvmm-plan: [1/"));  // plain progress lines: stderr is no terminal
   // The growth children run first, before the program makes a context of its own (main.cpp,
   // measure_growth_phase); nothing has finished at the first step.
-  CHECK_THAT(run.output, ContainsSubstring("cuvmm-plan: [1/24] growth growable to 64 MiB in 4 KiB appends (0:00 elapsed)\n"));
-  CHECK_THAT(run.output, ContainsSubstring("] growth growable_fixed_chunks to 512 MiB in 64 MiB appends (0:0"));
-  CHECK_THAT(run.output, ContainsSubstring("] driver calls, 8 MiB chunks (0:0"));
+  // Progress lines say the elapsed time as m:ss; how much has elapsed depends on the machine, not checked.
+  CHECK(std::regex_search(run.output, std::regex(R"(cuvmm-plan: \[1/24\] growth growable to 64 MiB in 4 KiB appends \(\d+:\d\d elapsed\)\n)")));
+  CHECK(std::regex_search(run.output, std::regex(R"(\] growth growable_fixed_chunks to 512 MiB in 64 MiB appends \(\d+:\d\d elapsed)")));
+  CHECK(std::regex_search(run.output, std::regex(R"(\] driver calls, 8 MiB chunks \(\d+:\d\d elapsed)")));
   CHECK(run.output.find("] growth growable_fixed_chunks to 512 MiB") < run.output.find("] driver calls, 2 MiB chunks"));
   CHECK(run.output.find("HOST-BACKEND profile") < run.output.find("cuvmm-plan: [1/"));
   CHECK_THAT(run.output, ContainsSubstring(" elapsed, about "));
