@@ -17,7 +17,7 @@
 //
 // The driver finishes large frees lazily, at later allocations: a growth timed after another in
 // the same process pays for part of the other's teardown. Run one benchmark per process with
-// CUVMM_BENCH_ITERATIONS=1 (scripts/h200-run.sh and cuvmm-plan do) for numbers that do not.
+// CUVMM_BENCH_ITERATIONS=1 (as cuvmm-plan does) for numbers that do not.
 #include <benchmark/benchmark.h>
 
 #include <chrono>

@@ -89,7 +89,7 @@ void LeakCheck::verify() const {
   CHECK(backend_->live_counts() == counts_);
   // compute-sanitizer takes device memory of its own for what it tracks (seen on the H200: 4 MiB
   // more in use after a 300 MiB buffer came and went), so under it free memory says nothing about
-  // cuvmm; the live objects above still do. scripts/h200-meson.sh sets this for its memcheck runs.
+  // cuvmm; the live objects above still do. scripts/gpu-check.sh sets this for its memcheck runs.
   if (std::getenv("CUVMM_TEST_UNDER_SANITIZER") != nullptr) {
     WARN("free device memory not compared: running under compute-sanitizer (CUVMM_TEST_UNDER_SANITIZER)");
     return;

@@ -410,7 +410,7 @@ TEST_CASE("cuvmm-plan says so when no python3 with matplotlib can make its plots
   TempDir dir;
   // A stand-in plot script that answers the matplotlib check as a Python without it would.
   std::ofstream(dir.path / "plot.py") << "import sys\nsys.exit(3 if sys.argv[1] == '--check' else 0)\n";
-  // Set here, not as an extra variable: scripts/h200-run.sh exports its own, which would come first.
+  // Set here, not as an extra variable: a caller may export its own, which would come first.
   const char* const inherited = std::getenv("CUVMM_PLAN_PLOT_SCRIPT");
   std::string const saved = inherited != nullptr ? inherited : "";
   ::setenv("CUVMM_PLAN_PLOT_SCRIPT", (dir.path / "plot.py").c_str(), 1);
