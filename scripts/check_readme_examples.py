@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Checks that every C++ snippet in README.md is the "// [readme]" lines of its example program.
+"""Checks that every C++ snippet in README.md and the docs is the "// [readme]" lines of its example program.
 
-In README.md, each ```cpp block follows a line `<!-- example: examples/FILE -->`. In FILE, lines
+In each Markdown file, each ```cpp block follows a line `<!-- example: examples/FILE -->` (a path from
+the repository root). In FILE, lines
 between a pair of `// [readme]` marker lines are quoted; several pairs are joined with one blank line,
 and each quoted part loses its common indentation. A snippet that differs from its file, a cpp block
 without a named example, or a named file without markers is an error.
 
-Usage: check_readme_examples.py [README.md]   (exit 0: all identical; 1: a difference, printed as a diff)
+Usage: check_readme_examples.py [FILE.md...]   (default README.md and docs/*.md; exit 0: all identical;
+       1: a difference, printed as a diff)
 """
 import difflib
 import pathlib
@@ -14,6 +16,7 @@ import re
 import sys
 
 MARKER = "// [readme]"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 NAME = re.compile(r"^<!-- example: (\S+) -->$")
 
 
@@ -41,10 +44,10 @@ def quoted(path: pathlib.Path) -> list[str]:
     return out
 
 
-def main() -> int:
-    readme = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "README.md").resolve()
-    root = readme.parent
+def check(readme: pathlib.Path) -> tuple[int, int]:
+    """Checks one Markdown file: (snippets identical to their examples, errors)."""
     lines = readme.read_text(encoding="utf-8").split("\n")
+    name_of = readme.relative_to(ROOT) if readme.is_relative_to(ROOT) else readme
     errors = 0
     checked = 0
     i = 0
@@ -55,27 +58,38 @@ def main() -> int:
             snippet = lines[start + 1:end]
             name = NAME.match(lines[start - 1].strip()) if start > 0 else None
             if name is None:
-                print(f"{readme.name}:{start + 1}: a C++ snippet without '<!-- example: examples/FILE -->' above it")
+                print(f"{name_of}:{start + 1}: a C++ snippet without '<!-- example: examples/FILE -->' above it")
                 errors += 1
             else:
                 try:
-                    expected = quoted(root / name.group(1))
+                    expected = quoted(ROOT / name.group(1))
                 except (OSError, ValueError) as error:
-                    print(f"{readme.name}:{start + 1}: {error}")
+                    print(f"{name_of}:{start + 1}: {error}")
                     errors += 1
                 else:
                     if snippet == expected:
                         checked += 1
                     else:
                         errors += 1
-                        print(f"{readme.name}:{start + 1}: the snippet differs from {name.group(1)}:")
+                        print(f"{name_of}:{start + 1}: the snippet differs from {name.group(1)}:")
                         sys.stdout.writelines(
-                            l + "\n" for l in difflib.unified_diff(expected, snippet, name.group(1), "README.md", lineterm=""))
+                            l + "\n" for l in difflib.unified_diff(expected, snippet, name.group(1), str(name_of), lineterm=""))
             i = end
         i += 1
-    print(f"README snippets: {checked} identical to their examples, {errors} error(s)")
+    return checked, errors
+
+
+def main() -> int:
+    files = [pathlib.Path(a).resolve() for a in sys.argv[1:]] or \
+        [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+    checked = errors = 0
+    for readme in files:
+        c, e = check(readme)
+        checked += c
+        errors += e
+    print(f"C++ snippets in {len(files)} Markdown file(s): {checked} identical to their examples, {errors} error(s)")
     if checked == 0 and errors == 0:
-        print(f"{readme.name}: no C++ snippet found")
+        print("no C++ snippet found")
         return 1
     return 1 if errors else 0
 

@@ -13,6 +13,7 @@
 #      a Meson subproject and clang++-14, the cuda::mr adapter with two CCCL versions, and RMM;
 #   4. fuzzes the Arena, the IPC message decoder and the trace reader for 45 s each with libFuzzer
 #      (scripts/fuzz.sh; clang 14, host backend); builds the API reference (Doxygen, warnings fail);
+#      checks that the results pages are those scripts/results.py generates from bench/results;
 #   5. prints the Catch2 test-case counts of every program and a closing
 #      "tests: N passed, N failed, N skipped" line.
 # Exits non-zero if anything failed.
@@ -101,7 +102,6 @@ step "GPU architectures in libcuvmm.so (cuobjdump)" package archs
 step "consumer via pkg-config" package pkgconfig
 step "consumer via CMake (find_package(cuvmm CONFIG))" package cmake
 step "consumer via subproject" package subproject
-# Fails until the library's ABI no longer depends on the user's compiler (issue 15, item 8).
 step "consumer with clang++-14 against the g++-built library" package clang
 step "cuda::mr adapter with the toolkit's CCCL and the newest CCCL wheel" package cccl
 step "RMM 26 consumer (librmm-cu13 wheel): compile, link, run (SKIPPED without a GPU)" package rmm
@@ -114,6 +114,9 @@ step "PyTorch package (no GPU)" bash test/torch/run_cpu_tests.sh build
 step "fuzz every target for 45 s (libFuzzer, host backend)" bash scripts/fuzz.sh 45
 # The API reference from the public headers; a Doxygen warning fails the step.
 step "API reference (Doxygen)" bash scripts/docs.sh
+# The results pages (bench/results/<gpu>/README.md, docs/performance.md, the README's table) are
+# generated from the JSON beside them: a stale one fails.
+step "results pages generated from bench/results (scripts/results.py --check)" python3 scripts/results.py --check
 
 # 5. What ran: Catch2 test cases per program, skips with their reasons.
 echo
