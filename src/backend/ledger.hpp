@@ -9,19 +9,19 @@
 // bytes_physical until its last mapping goes (cuMemRelease frees the memory only then).
 // Never does: lock (its owner guards it with one mutex), call the driver or the kernel, round.
 //
-// The rules follow the CUDA driver where it was measured on the H200 (/work/shared/H200.md):
-//  - map: whole chunks only (2026-11-29: cuMemMap with a non-zero offset or a size smaller than
+// The rules follow the CUDA driver as measured on the H200 (docs/H200.md); test/gpu/test_driver.cpp
+// asks the driver itself for them again:
+//  - map: whole chunks only (cuMemMap with a non-zero offset or a size smaller than
 //    the handle returns CUDA_ERROR_NOT_SUPPORTED); the span may cross the boundary of two (or
-//    more) adjacent reservations (2026-11-29: "a chunk may be mapped across the boundary of two
-//    adjacent reservations"); never over a mapped slot (the driver's documented rule).
-//  - unmap: a run of whole mappings side by side, or any sub-run of whole mappings (2026-11-30:
-//    one cuMemUnmap may cover a run of whole handles, a sub-run too; a range that cuts a handle is
+//    more) adjacent reservations; never over a mapped slot (the driver's documented rule).
+//  - unmap: a run of whole mappings side by side, or any sub-run of whole mappings (one
+//    cuMemUnmap may cover a run of whole handles, a sub-run too; a range that cuts a handle is
 //    CUDA_ERROR_INVALID_VALUE).
 //  - set_access: a run of whole mappings side by side, which may span adjacent reservations
-//    (2026-11-29: "one cuMemSetAccess may span both"). Over part of a mapping was NOT measured:
+//    (one cuMemSetAccess may span both). Over part of a mapping was NOT measured:
 //    the stricter rule is kept, so that nothing the host backend accepts can be refused on the GPU.
 //  - free_range: exactly one reservation (base and size as reserved), with no mapping in it
-//    (2026-11-29: each reservation must be freed by its own cuMemAddressFree; two at once:
+//    (each reservation must be freed by its own cuMemAddressFree; two at once:
 //    CUDA_ERROR_INVALID_VALUE). A mapping that crosses into a neighbour blocks both.
 // Errors name the driver call the check stands for (call_name below), on every backend.
 #pragma once

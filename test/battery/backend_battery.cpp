@@ -174,7 +174,7 @@ TEST_CASE("backend: reserve, create, map, grant, unmap, release and free move th
 }
 
 // Before the shared ledger, CudaBackend refused this map ("not inside a reserved range") while
-// HostBackend and the driver itself (H200, 2026-11-29) accept it.
+// HostBackend and the driver itself (measured on the H200) accept it.
 TEST_CASE("backend: a chunk maps across the boundary of two adjacent ranges, and one set_access and one unmap cover it",
           "[backend][battery]") {
   auto under_test = make_battery_backend();

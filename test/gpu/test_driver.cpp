@@ -145,7 +145,7 @@ TEST_CASE("a retained primary context can be made current for a scope and the pr
   CHECK(after == before);
 }
 
-// The rules src/backend/ledger.hpp takes from the driver (measured on the H200, /work/shared/H200.md),
+// The rules src/backend/ledger.hpp takes from the driver (measured on the H200, docs/H200.md),
 // asked of the driver itself, so a driver that changes them fails here and not in a user's program.
 TEST_CASE("the driver accepts and refuses what the backend ledger assumes of it", "[gpu][driver][ledger]") {
   cuvmm::test::require_gpu();
