@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cuvmm's check for a machine with a GPU and the CUDA toolkit (any Linux distribution: it installs
 # nothing). Run it from a source checkout; it builds natively, where the tests run.
-#   bash scripts/gpu-check.sh [OUT_DIR]        (OUT_DIR defaults to build-gpu/check)
+#   bash scripts/gpu-check.sh [OUT_DIR [MESON_OPTION...]]   (OUT_DIR defaults to build-gpu/check;
+#                                  the options go to `meson setup`, e.g. -Dmpi=disabled)
 #
 #   1. cuvmm-info: what the GPUs can do for virtual memory management (fails without a GPU);
 #   2. `meson setup build-gpu -Dtests=enabled` (device code for this machine's GPUs, the default
@@ -19,6 +20,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${1:-build-gpu/check}
+shift || true
+meson_options=("$@")
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 build="build-gpu"
@@ -52,13 +55,13 @@ done
 # 1. A GPU is what this check is for: without one, scripts/test.sh is the check to run.
 configure() {
   if [ -f "$build/build.ninja" ]; then
-    meson setup --reconfigure "$build" -Dtests=enabled -Dgpu_tests=enabled -Dbenchmarks=disabled
+    meson setup --reconfigure "$build" -Dtests=enabled -Dgpu_tests=enabled -Dbenchmarks=disabled "${meson_options[@]}"
   else
-    meson setup "$build" -Dtests=enabled -Dgpu_tests=enabled -Dbenchmarks=disabled
+    meson setup "$build" -Dtests=enabled -Dgpu_tests=enabled -Dbenchmarks=disabled "${meson_options[@]}"
   fi
 }
 if ! configure >"$out/configure.log" 2>&1; then
-  if grep -qi 'catch2' "$out/configure.log"; then
+  if grep -q 'dependency catch2 found: NO' "$out/configure.log"; then
     note "FAIL  configure: Catch2 >= 3.4 was not found on this machine, and subprojects/catch2.wrap could not"
     note "      fetch it (no network?). Install Catch2 (Debian/Ubuntu: libcatch2-dev), or put the archive"
     note "      the wrap names (source_filename) into subprojects/packagecache/, then run this again."
@@ -103,7 +106,7 @@ memcheck() {
     fi
     echo "-- $name"
     CUVMM_TEST_UNDER_SANITIZER=1 CUVMM_TEST_RESULTS_DIR="$out/memcheck-results" \
-      compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 "$exe" "$memcheck_filter"
+      "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 99 "$exe" "$memcheck_filter"
     rc=$?
     echo "-- $name: exit $rc"
     # 0: passed; 77: every case skipped (e.g. a two-GPU case on a one-GPU machine).
@@ -111,11 +114,17 @@ memcheck() {
   done
   return $status
 }
-if command -v compute-sanitizer >/dev/null; then
+# compute-sanitizer: on PATH, or where the CUDA toolkit keeps it (beside nvcc, or in its own folder).
+sanitizer=$(command -v compute-sanitizer)
+nvcc_dir=$(dirname "$(command -v nvcc)")
+for candidate in "$nvcc_dir/compute-sanitizer" "$nvcc_dir/../compute-sanitizer/compute-sanitizer"; do
+  if [ -z "$sanitizer" ] && [ -x "$candidate" ]; then sanitizer=$candidate; fi
+done
+if [ -n "$sanitizer" ]; then
   step "compute-sanitizer memcheck (GPU programs, ${memcheck_filter})" memcheck.log memcheck
   grep -E '^-- .*: (exit|every)' "$out/memcheck.log" | sed 's/^-- /      /' | tee -a "$summary"
 else
-  note "FAIL  compute-sanitizer is not on PATH (it comes with the CUDA toolkit, in its bin folder)"
+  note "FAIL  compute-sanitizer not found (on PATH or beside nvcc; it comes with the CUDA toolkit)"
   failed=1
 fi
 
