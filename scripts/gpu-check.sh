@@ -4,9 +4,10 @@
 #   bash scripts/gpu-check.sh [OUT_DIR [MESON_OPTION...]]   (OUT_DIR defaults to build-gpu/check;
 #                                  the options go to `meson setup`, e.g. -Dmpi=disabled)
 #
-#   1. cuvmm-info: what the GPUs can do for virtual memory management (fails without a GPU);
-#   2. `meson setup build-gpu -Dtests=enabled` (device code for this machine's GPUs, the default
-#      test_gpu_architectures=native), `meson compile`, then `meson test`: every suite;
+#   1. `meson setup build-gpu -Dtests=enabled` (device code for this machine's GPUs, the default
+#      test_gpu_architectures=native) and `meson compile`;
+#   2. cuvmm-info: what the GPUs can do for virtual memory management (stops here without a GPU),
+#      then `meson test`: every suite;
 #   3. every GPU program (test/*/gpu_*, ipc_gpu_*, tools_plan_device) under compute-sanitizer memcheck,
 #      without the cases tagged [faults] (they fault on purpose) and [oom] (they fill the device, and
 #      memcheck keeps memory of its own); a memory-access error, a failed case or a program that ran
@@ -52,7 +53,7 @@ for tool in nvcc meson ninja; do
   fi
 done
 
-# 1. A GPU is what this check is for: without one, scripts/test.sh is the check to run.
+# 1. The build.
 configure() {
   if [ -f "$build/build.ninja" ]; then
     meson setup --reconfigure "$build" -Dtests=enabled -Dgpu_tests=enabled -Dbenchmarks=disabled "${meson_options[@]}"
@@ -78,6 +79,7 @@ if [ $failed -ne 0 ]; then
   exit 1
 fi
 
+# 2. A GPU is what this check is for: without one, scripts/test.sh is the check to run.
 step "cuvmm-info" cuvmm-info.log "$build/tools/cuvmm-info"
 devices=$(sed -n 's/^devices: *\([0-9]*\)$/\1/p' "$out/cuvmm-info.log")
 if [ "${devices:-0}" -eq 0 ]; then
@@ -86,7 +88,7 @@ if [ "${devices:-0}" -eq 0 ]; then
 fi
 note "      GPUs: $devices"
 
-# 2. Every suite, as a user runs it.
+# Every suite, as a user runs it.
 step "meson test (every suite)" meson-test.log meson test -C "$build" --print-errorlogs
 cp "$build/meson-logs/testlog.txt" "$out/testlog.txt" 2>/dev/null
 grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$out/meson-test.log" | tee -a "$summary"
