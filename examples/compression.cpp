@@ -1,4 +1,4 @@
-// The README's example of compressible memory. Needs a GPU (one that refuses compression still runs
+// docs/vmm-features.md's example of compressible memory. Needs a GPU (one that refuses compression still runs
 // it: `preferred` falls back to ordinary memory and counts the bytes).
 #include <cuvmm/growable_buffer.hpp>
 

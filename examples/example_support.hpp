@@ -1,4 +1,4 @@
-// examples/example_support.hpp: what the example programs share around the lines the README quotes.
+// examples/example_support.hpp: what the example programs share around the lines the README and docs/ quote.
 //
 // Each example is a whole program whose lines between "// [readme]" markers are quoted verbatim in
 // README.md (scripts/check_readme_examples.py checks that). It exits 0 when everything it checked

@@ -1,4 +1,4 @@
-// The README's example of testing a failure path without a GPU: a growable buffer in host memory over
+// docs/cpp.md's example of testing a failure path without a GPU: a growable buffer in host memory over
 // a backend that fails the call it is armed for. Runs on any Linux machine (CI runs it).
 // [readme]
 #include <cuvmm/fault_injecting_backend.hpp>

@@ -1,4 +1,4 @@
-// The README's example of the layers under the containers: one address range, one chunk, one
+// docs/cpp.md's example of the layers under the containers: one address range, one chunk, one
 // mapping, on the CUDA backend. Needs a GPU.
 // [readme]
 #include <cuvmm/cuvmm.hpp>

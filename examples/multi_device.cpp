@@ -1,4 +1,4 @@
-// The README's example of one buffer over several devices. Needs five GPUs (four hold chunks, a fifth
+// docs/vmm-features.md's example of one buffer over several devices. Needs five GPUs (four hold chunks, a fifth
 // is granted read access).
 #include <cuvmm/growable_buffer.hpp>
 

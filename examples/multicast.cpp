@@ -1,4 +1,4 @@
-// The README's multicast example. It runs only when CUVMM_TEST_MULTICAST=1 is set (by whoever runs it
+// docs/vmm-features.md's multicast example. It runs only when CUVMM_TEST_MULTICAST=1 is set (by whoever runs it
 // on a machine where creating a multicast object is allowed) and two GPUs are present; otherwise it
 // reports "skipped" having asked nothing. Where the gate refuses, nothing is created and it reports
 // the gate's reason as "skipped".
