@@ -15,6 +15,9 @@
 #   4. cuvmm-plan's quick profile (JSON, CSV, plots and report.html under OUT_DIR/plan);
 #   5. the PyTorch checks (test/torch/gpu-check.sh), where python3 (or $PYTHON) has torch with CUDA.
 # Logs go to OUT_DIR/*.log, one line per step to OUT_DIR/summary.txt; exits non-zero if any step failed.
+# GPU_CHECK_STEPS (default "test memcheck plan torch") picks the steps after the build, e.g. to split
+# the check over several shorter sessions; MEMCHECK_TIMEOUT (seconds, default 900) bounds each
+# program under compute-sanitizer.
 #
 # Catch2 (>= 3.4) comes from the system (Debian/Ubuntu: libcatch2-dev) or, with network access,
 # from subprojects/catch2.wrap. Google Benchmark is not needed (benchmarks are not built here).
@@ -27,6 +30,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 build="build-gpu"
 python=${PYTHON:-python3}
+steps=" ${GPU_CHECK_STEPS:-test memcheck plan torch} "
+wants() { [[ $steps == *" $1 "* ]]; }
 summary=$out/summary.txt
 : >"$summary"
 failed=0
@@ -89,9 +94,11 @@ fi
 note "      GPUs: $devices"
 
 # Every suite, as a user runs it.
-step "meson test (every suite)" meson-test.log meson test -C "$build" --print-errorlogs
-cp "$build/meson-logs/testlog.txt" "$out/testlog.txt" 2>/dev/null
-grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$out/meson-test.log" | tee -a "$summary"
+if wants test; then
+  step "meson test (every suite)" meson-test.log meson test -C "$build" --print-errorlogs
+  cp "$build/meson-logs/testlog.txt" "$out/testlog.txt" 2>/dev/null
+  grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$out/meson-test.log" | sed 's/^/      /' | tee -a "$summary"
+fi
 
 # 3. compute-sanitizer memcheck on every GPU program. --report-api-errors no: the error-path tests
 # provoke failing driver calls on purpose (a partial map, an out-of-memory create); those are not
@@ -108,7 +115,7 @@ memcheck() {
     fi
     echo "-- $name"
     CUVMM_TEST_UNDER_SANITIZER=1 CUVMM_TEST_RESULTS_DIR="$out/memcheck-results" \
-      "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 99 "$exe" "$memcheck_filter"
+      timeout "${MEMCHECK_TIMEOUT:-900}" "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 99 "$exe" "$memcheck_filter"
     rc=$?
     echo "-- $name: exit $rc"
     # 0: passed; 77: every case skipped (e.g. a two-GPU case on a one-GPU machine).
@@ -122,7 +129,9 @@ nvcc_dir=$(dirname "$(command -v nvcc)")
 for candidate in "$nvcc_dir/compute-sanitizer" "$nvcc_dir/../compute-sanitizer/compute-sanitizer"; do
   if [ -z "$sanitizer" ] && [ -x "$candidate" ]; then sanitizer=$candidate; fi
 done
-if [ -n "$sanitizer" ]; then
+if ! wants memcheck; then
+  :
+elif [ -n "$sanitizer" ]; then
   step "compute-sanitizer memcheck (GPU programs, ${memcheck_filter})" memcheck.log memcheck
   grep -E '^-- .*: (exit|every)' "$out/memcheck.log" | sed 's/^-- /      /' | tee -a "$summary"
 else
@@ -131,11 +140,15 @@ else
 fi
 
 # 4. cuvmm-plan's quick profile on this GPU.
-step "cuvmm-plan --profile quick" plan.log "$build/tools/cuvmm-plan/cuvmm-plan" --profile quick --out "$out/plan"
-note "      results: $out/plan (plan.json, CSVs, plots; report.html where written)"
+if wants plan; then
+  step "cuvmm-plan --profile quick" plan.log "$build/tools/cuvmm-plan/cuvmm-plan" --profile quick --out "$out/plan"
+  note "      results: $out/plan (plan.json, CSVs, plots; report.html where written)"
+fi
 
 # 5. PyTorch, where torch with CUDA is installed.
-if [ ! -f test/torch/gpu-check.sh ]; then
+if ! wants torch; then
+  :
+elif [ ! -f test/torch/gpu-check.sh ]; then
   note "SKIP  PyTorch checks: test/torch/gpu-check.sh is not in this checkout"
 elif ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
   note "SKIP  PyTorch checks: $python has no torch with CUDA (set PYTHON to another interpreter)"
