@@ -82,6 +82,14 @@ t = d["trace"]
 assert t["ops"] == int(sys.argv[2]), (t["ops"], sys.argv[2])
 assert [r["allocator"] for r in t["replays"]] == ["cuvmm_arena"], t
 assert t["replays"][0]["peak_held_bytes"] >= t["replays"][0]["peak_requested_bytes"] > 0, t
+a = t["replays"][0]["arena_stats"]
+# The Arena's own counts agree with the replay's: the same peak held, the same peak asked for,
+# and nothing live once the replay has freed everything.
+assert a["bytes_physical"]["peak"] == t["replays"][0]["peak_held_bytes"], a
+assert a["bytes_requested"]["peak"] == t["replays"][0]["peak_requested_bytes"], a
+assert a["bytes_requested"]["current"] == 0 and a["allocations"]["current"] == 0, a
+assert d["cuda_runtime_version"] >= 12000, d["cuda_runtime_version"]
+assert d["host"]["cpus"] >= 1 and d["host"]["os"].startswith("Linux "), d["host"]
 rec = d["recommendation"]
 assert rec["chunk_bytes"] in [2 << 20, 8 << 20, 32 << 20, 128 << 20] and rec["largest_buffer_bytes"] == 1 << 30, rec
 assert rec["growth_ms_per_gib"] > 0 and rec["copy_grow_ms_per_gib"] is None, rec
@@ -119,6 +127,19 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   CHECK_THAT(run.output, ContainsSubstring("(2 MiB chunks; median of 3 repeats, spread "));
   CHECK_THAT(run.output, ContainsSubstring("trace on cuvmm_arena"));
   CHECK_THAT(run.output, ContainsSubstring("Measured in "));
+  // The report, last, with its absolute path.
+  std::filesystem::path const report = std::filesystem::absolute(dir.path / "report.html").lexically_normal();
+  CHECK_THAT(run.output, EndsWith("Report: " + report.string() + "\n"));
+  std::string const html = read_file(report);
+  CHECK_THAT(html, StartsWith("<!DOCTYPE html>\n"));
+  CHECK_THAT(html, ContainsSubstring("<section id=\"recommendation\">"));
+  CHECK_THAT(html, ContainsSubstring("<p class=\"warning\">Measured on the host backend"));
+  CHECK_THAT(html, ContainsSubstring("<h3>cuvmm_arena</h3>"));
+  for (const char* file : {"plan.json", "driver_calls.csv", "driver_threads.csv", "growth.csv", "trace_memory.csv",
+                           "trace.csv"}) {
+    CHECK_THAT(html, ContainsSubstring("<a href=\"" + std::string(file) + "\">"));
+  }
+  CHECK_THAT(html, !ContainsSubstring(".png\">"));  // --no-plots: none made, none linked
 
   std::string const trace = read_file(dir.path / "trace.csv");
   REQUIRE_THAT(trace, StartsWith("op,id,bytes\n"));
@@ -398,11 +419,13 @@ TEST_CASE("cuvmm-plan makes its four PNG plots with matplotlib", "[plan][program
   INFO(run.output);
   REQUIRE(run.exit_status == 0);
   CHECK_THAT(run.output, ContainsSubstring("plots written by "));
+  std::string const html = read_file(dir.path / "report.html");
   for (const char* png : {"growth_time.png", "driver_latency.png", "driver_threads.png", "trace_memory.png"}) {
     INFO(png);
     std::string const image = read_file(dir.path / png);
     CHECK(image.size() > 10000);
     CHECK_THAT(image, StartsWith("\x89PNG\r\n\x1a\n"));
+    CHECK_THAT(html, ContainsSubstring("<a href=\"" + std::string(png) + "\">"));  // linked from the report
   }
 }
 
@@ -410,7 +433,7 @@ TEST_CASE("cuvmm-plan says so when no python3 with matplotlib can make its plots
   TempDir dir;
   // A stand-in plot script that answers the matplotlib check as a Python without it would.
   std::ofstream(dir.path / "plot.py") << "import sys\nsys.exit(3 if sys.argv[1] == '--check' else 0)\n";
-  // Set here, not as an extra variable: scripts/h200-run.sh exports its own, which would come first.
+  // Set here, not as an extra variable: the caller's environment may name its own, which would come first.
   const char* const inherited = std::getenv("CUVMM_PLAN_PLOT_SCRIPT");
   std::string const saved = inherited != nullptr ? inherited : "";
   ::setenv("CUVMM_PLAN_PLOT_SCRIPT", (dir.path / "plot.py").c_str(), 1);
