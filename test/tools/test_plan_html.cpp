@@ -219,10 +219,18 @@ TEST_CASE("points a chart cannot place are left out; a chart with none says no d
   CHECK(occurrences(no_bars, "<rect ") == 0);
 }
 
-TEST_CASE("a single point is drawn as a mark, not a line", "[plan][html][chart]") {
+TEST_CASE("a single point is drawn as a mark, not a line; a long series as a line only", "[plan][html][chart]") {
   std::string const svg = line_chart_svg(LineChart{"one", {}, {}, {{"s", {{3, 3}}}}});
   CHECK(occurrences(svg, "<circle ") == 1);
   CHECK(occurrences(svg, "<polyline") == 0);
+  Series few{"few", {}};
+  Series many{"many", {}};
+  for (int i = 0; i < 60; ++i) few.points.push_back({static_cast<double>(i), 1});
+  for (int i = 0; i < 61; ++i) many.points.push_back({static_cast<double>(i), 2});
+  std::string const both = line_chart_svg(LineChart{"lines", {}, {}, {few, many}});
+  CHECK(occurrences(both, "<circle ") == 60);
+  CHECK(occurrences(both, "<polyline") == 2);
+  CHECK_THAT(both, ContainsSubstring(" 540.0,"));
 }
 
 TEST_CASE("a bar chart draws each bar from zero to its value, labelled", "[plan][html][chart]") {

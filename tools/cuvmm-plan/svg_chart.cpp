@@ -19,6 +19,10 @@ constexpr std::array<const char*, 8> palette = {"#1f77b4", "#ff7f0e", "#2ca02c",
 /// Legend entries longer than this are cut (the whole name stays in the entry's tooltip).
 constexpr std::size_t legend_chars = 30;
 
+/// Series with more points than this are drawn as a line without a mark per point (a trace's
+/// timeline has thousands), which keeps the report small.
+constexpr std::size_t max_marked_points = 60;
+
 /// The most ticks a logarithmic byte axis shows; powers of 2 are skipped evenly beyond it.
 constexpr int max_log_ticks = 8;
 
@@ -197,7 +201,9 @@ std::string line_chart_svg(const LineChart& chart) {
       std::string const px = fixed1(place(x, p.x, plot_left, plot_right));
       std::string const py = fixed1(place(y, p.y, plot_bottom, plot_top));
       points += (points.empty() ? "" : " ") + px + "," + py;
-      marks += "<circle cx=\"" + px + "\" cy=\"" + py + "\" r=\"3\" fill=\"" + colour + "\"/>";
+      if (kept[i].size() <= max_marked_points) {
+        marks += "<circle cx=\"" + px + "\" cy=\"" + py + "\" r=\"3\" fill=\"" + colour + "\"/>";
+      }
     }
     out += "<g class=\"series\" data-name=\"" + name + "\">";
     if (kept[i].size() > 1) {

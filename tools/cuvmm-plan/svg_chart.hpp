@@ -4,7 +4,8 @@
 // A chart is drawn in a fixed frame (chart_width x chart_height, the plot area inside the margins,
 // the legend to its right). Every piece of text from the caller is escaped; points whose value
 // cannot be placed (not finite, or not above 0 on a logarithmic axis) are left out, and a chart
-// with nothing to draw says "no data" in its frame. Coordinates are written with one decimal.
+// with nothing to draw says "no data" in its frame. Coordinates are written with one decimal. A
+// series of a few points marks each one; a long one (a timeline) is a line only.
 #pragma once
 
 #include <string>
