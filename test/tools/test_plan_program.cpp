@@ -100,6 +100,20 @@ assert rec["thread_scaling_chunk_bytes"] == 2 << 20, rec
 print("valid")
 )PY";
 
+/// Checks that report.html's body (every table, chart and link) is well-formed XML, as it is
+/// written to be: a tag left open or a '&' or '<' left unescaped fails; prints "well-formed".
+constexpr const char* html_check = R"PY(
+import sys, xml.etree.ElementTree as ET
+html = open(sys.argv[1], encoding="utf-8").read()
+body = ET.fromstring(html[html.index("<body>"):html.index("</html>")])
+charts = body.findall(".//{http://www.w3.org/2000/svg}svg")
+assert len(charts) == 6, len(charts)  # driver calls 2, threads 1, growth 1, trace 2
+ids = [s.get("id") for s in body.iter("section")]
+assert ids == ["recommendation", "machine", "driver-calls", "thread-scaling", "growth", "reach", "trace-replay",
+               "arena-stats", "notes", "files"], ids
+print("well-formed")
+)PY";
+
 }  // namespace
 
 TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with the expected fields",
@@ -140,6 +154,10 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
     CHECK_THAT(html, ContainsSubstring("<a href=\"" + std::string(file) + "\">"));
   }
   CHECK_THAT(html, !ContainsSubstring(".png\">"));  // --no-plots: none made, none linked
+  auto const well_formed = run_program({"/usr/bin/env", "python3", "-c", html_check, report.string()});
+  INFO(well_formed.output);
+  CHECK(well_formed.exit_status == 0);
+  CHECK_THAT(well_formed.output, StartsWith("well-formed"));
 
   std::string const trace = read_file(dir.path / "trace.csv");
   REQUIRE_THAT(trace, StartsWith("op,id,bytes\n"));
