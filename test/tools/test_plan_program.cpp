@@ -467,4 +467,8 @@ TEST_CASE("cuvmm-plan says so when no python3 with matplotlib can make its plots
              ContainsSubstring("plots not made: python3 has no matplotlib (Debian: apt-get install python3-matplotlib)"));
   CHECK(std::filesystem::exists(dir.path / "out" / "plan.json"));
   CHECK_FALSE(std::filesystem::exists(dir.path / "out" / "growth_time.png"));
+  // The report is written all the same, and links no plot.
+  std::string const html = read_file(dir.path / "out" / "report.html");
+  CHECK_THAT(html, ContainsSubstring("<a href=\"plan.json\">"));
+  CHECK_THAT(html, !ContainsSubstring(".png\">"));
 }

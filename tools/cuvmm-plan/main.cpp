@@ -648,8 +648,8 @@ Trace choose_trace(const Options& options, Prepared& prepared, const Profile& pr
 /// only cuInit), the first chunks a process made shortly after a large process had exited took
 /// tens of milliseconds longer; with no other process they did not. The preallocated baseline
 /// makes its one allocation before its timing starts, so such a wait would be charged to the
-/// growing buffers alone. The runs of a case are spread over the whole phase, not back to back, so that a slow
-/// spell of the machine does not fall on one case's every run.
+/// growing buffers alone. The runs of a case are spread over the whole phase, not back to back,
+/// so that a slow spell of the machine does not fall on one case's every run.
 void measure_growth_phase(bool on_device, const Profile& profile, const std::vector<std::string>& strategies,
                           std::size_t runs, Progress& progress, Measurements& m) {
   std::vector<std::vector<GrowthRow>> case_runs(profile.growth_cases.size() * strategies.size());
@@ -763,9 +763,11 @@ Written write_outputs(const Options& options, const Prepared& prepared, const Me
   if (!prepared.plot_script.empty()) {
     progress.note("making plots");
     written.plots_said = run_plots(prepared.plot_script, dir.string());
+    // Linked only when this run made them: a failed plot.py may leave an earlier run's PNGs.
     std::error_code error;
+    bool const plotted = written.plots_said.rfind("plots written by ", 0) == 0;
     for (const char* png : plot_files) {
-      if (std::filesystem::is_regular_file(dir / png, error)) files.emplace_back(png);
+      if (plotted && std::filesystem::is_regular_file(dir / png, error)) files.emplace_back(png);
     }
   }
   written.report = dir / "report.html";
