@@ -471,4 +471,16 @@ TEST_CASE("cuvmm-plan says so when no python3 with matplotlib can make its plots
   std::string const html = read_file(dir.path / "out" / "report.html");
   CHECK_THAT(html, ContainsSubstring("<a href=\"plan.json\">"));
   CHECK_THAT(html, !ContainsSubstring(".png\">"));
+
+  // Nor a plot an earlier run left in the directory: it does not show this run's numbers.
+  std::ofstream(dir.path / "out" / "growth_time.png") << "an earlier run's plot";
+  ::setenv("CUVMM_PLAN_PLOT_SCRIPT", (dir.path / "plot.py").c_str(), 1);
+  auto const again = run_program({plan_tool(), "--backend", "host", "--out", (dir.path / "out").string()});
+  if (inherited != nullptr) {
+    ::setenv("CUVMM_PLAN_PLOT_SCRIPT", saved.c_str(), 1);
+  } else {
+    ::unsetenv("CUVMM_PLAN_PLOT_SCRIPT");
+  }
+  REQUIRE(again.exit_status == 0);
+  CHECK_THAT(read_file(dir.path / "out" / "report.html"), !ContainsSubstring("growth_time.png"));
 }
