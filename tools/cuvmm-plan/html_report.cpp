@@ -203,6 +203,8 @@ std::string growth_section(const Measurements& m) {
                  "/ copy-and-grow 2x", "peak held", "copied", "runs"},
                 rows);
   body += line_chart_svg(chart);
+  body += paragraph("In the chart, a size grown in several append sizes shows its largest appends; the table has "
+                    "every case.");
   if (against.bars.empty()) {
     body += missing("No cudaMalloc copy-and-grow baseline was measured (it needs a GPU).");
   } else {
