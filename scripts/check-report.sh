@@ -29,11 +29,11 @@ usage() {
 given_report=
 if [ "${1:-}" = "--report" ]; then
   shift
-  [ $# -ge 1 ] && [ $# -le 2 ] && [ -f "$1" ] || usage
+  if [ $# -lt 1 ] || [ $# -gt 2 ] || [ ! -f "$1" ]; then usage; fi
   given_report=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
   out=${2:-$(dirname "$given_report")/report-check}
 else
-  [ $# -ge 1 ] && [ $# -le 2 ] && [ -d "$1" ] || usage
+  if [ $# -lt 1 ] || [ $# -gt 2 ] || [ ! -d "$1" ]; then usage; fi
   build=$(cd "$1" && pwd)
   out=${2:-$build/report-check}
   plan=$build/tools/cuvmm-plan/cuvmm-plan
