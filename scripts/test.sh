@@ -4,7 +4,8 @@
 # Installs what is missing (Debian 12), then:
 #   1. builds with tests and runs the `unit`, `gpu`, `ipc`, `tools` and `examples` suites (gpu cases SKIP visibly
 #      without a GPU; ipc runs two-process sharing on the host backend and two MPI ranks under mpirun;
-#      tools tests cuvmm-plan, also as a child process on its host-backend profile);
+#      tools tests cuvmm-plan, also as a child process on its host-backend profile), then opens
+#      cuvmm-plan's HTML report in headless Chromium (scripts/check-report.sh);
 #   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the `unit`, `ipc` and
 #      `tools` suites (without MPI: Open MPI's own allocations would read as leaks); then with
 #      ThreadSanitizer, the same suites (host code only: no gpu suite, no MPI);
@@ -58,6 +59,10 @@ run_suites() {  # run_suites BUILD_DIR SUITE...: fresh reports, then meson test
 step "configure build" configure build -Dtests=enabled -Dmpi=enabled -Dgpu_architectures=90
 step "compile build" meson compile -C build
 step "test build (unit, gpu, ipc, tools, examples)" run_suites build unit gpu ipc tools examples
+# cuvmm-plan's HTML report as a reader meets it: the host-backend report opened in headless Chromium
+# (Debian's package, installed if missing), no console messages, every section, a screenshot
+# (build/report-check/report.png).
+step "cuvmm-plan's HTML report in headless Chromium" bash scripts/check-report.sh build
 
 # Nothing may link libcuda: the driver layer resolves it at run time (the CUDA stubs on this
 # machine's LIBRARY_PATH would let a stray -lcuda link silently).

@@ -171,6 +171,7 @@ TEST_CASE("cudaMallocAsync and cudaMalloc replay a trace holding at least what i
     CHECK(r.peak_held_bytes >= 8 * MiB);
     REQUIRE(r.timeline.size() == 5);
     CHECK(r.timeline[1].held_bytes >= 8 * MiB);
+    CHECK_FALSE(r.arena_stats.has_value());  // the CUDA runtime's allocators are not an Arena
   }
 }
 

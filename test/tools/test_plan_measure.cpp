@@ -231,8 +231,14 @@ TEST_CASE("a trace replayed on the arena reports exact peaks, failures and timel
   CHECK(r.failed_allocations == 1);  // the second 6 MiB does not fit under 8 MiB; its free is skipped
   CHECK(r.peak_requested_bytes == 6 * MiB);
   // The failed request is refused before any page is made: the arena checks the byte limit for the
-  // whole request first (it used to create pages up to the limit, then give them back).
+  // whole request first, rather than making pages up to the limit and giving them back.
   CHECK(r.peak_held_bytes == 6 * MiB);
+  // The Arena's own statistics after the replay: the same peaks; ids 0 and 2 made, both freed.
+  REQUIRE(r.arena_stats.has_value());
+  CHECK(r.arena_stats->bytes_physical.peak == 6 * MiB);
+  CHECK(r.arena_stats->bytes_requested.peak == 6 * MiB);
+  CHECK(r.arena_stats->allocations.total == 2);
+  CHECK(r.arena_stats->allocations.current == 0);
   REQUIRE(r.timeline.size() == 3);  // every 2nd op (the last is one of them)
   CHECK(r.timeline[0].op_index == 0);
   CHECK(r.timeline[0].requested_bytes == 6 * MiB);

@@ -82,6 +82,14 @@ t = d["trace"]
 assert t["ops"] == int(sys.argv[2]), (t["ops"], sys.argv[2])
 assert [r["allocator"] for r in t["replays"]] == ["cuvmm_arena"], t
 assert t["replays"][0]["peak_held_bytes"] >= t["replays"][0]["peak_requested_bytes"] > 0, t
+a = t["replays"][0]["arena_stats"]
+# The Arena's own counts agree with the replay's: the same peak held, the same peak asked for,
+# and nothing live once the replay has freed everything.
+assert a["bytes_physical"]["peak"] == t["replays"][0]["peak_held_bytes"], a
+assert a["bytes_requested"]["peak"] == t["replays"][0]["peak_requested_bytes"], a
+assert a["bytes_requested"]["current"] == 0 and a["allocations"]["current"] == 0, a
+assert d["cuda_runtime_version"] >= 12000, d["cuda_runtime_version"]
+assert d["host"]["cpus"] >= 1 and d["host"]["os"].startswith("Linux "), d["host"]
 rec = d["recommendation"]
 assert rec["chunk_bytes"] in [2 << 20, 8 << 20, 32 << 20, 128 << 20] and rec["largest_buffer_bytes"] == 1 << 30, rec
 assert rec["growth_ms_per_gib"] > 0 and rec["copy_grow_ms_per_gib"] is None, rec
@@ -90,6 +98,20 @@ assert rec["thread_scaling_repeats"] == 3, rec
 assert rec["thread_scaling_min"] <= rec["thread_scaling"] <= rec["thread_scaling_max"], rec
 assert rec["thread_scaling_chunk_bytes"] == 2 << 20, rec
 print("valid")
+)PY";
+
+/// Checks that report.html's body (every table, chart and link) is well-formed XML, as it is
+/// written to be: a tag left open or a '&' or '<' left unescaped fails; prints "well-formed".
+constexpr const char* html_check = R"PY(
+import sys, xml.etree.ElementTree as ET
+html = open(sys.argv[1], encoding="utf-8").read()
+body = ET.fromstring(html[html.index("<body>"):html.index("</html>")])
+charts = body.findall(".//{http://www.w3.org/2000/svg}svg")
+assert len(charts) == 6, len(charts)  # driver calls 2, threads 1, growth 1, trace 2
+ids = [s.get("id") for s in body.iter("section")]
+assert ids == ["recommendation", "machine", "driver-calls", "thread-scaling", "growth", "reach", "trace-replay",
+               "arena-stats", "notes", "files"], ids
+print("well-formed")
 )PY";
 
 }  // namespace
@@ -119,6 +141,23 @@ TEST_CASE("cuvmm-plan's host profile says so and writes valid JSON and CSV with 
   CHECK_THAT(run.output, ContainsSubstring("(2 MiB chunks; median of 3 repeats, spread "));
   CHECK_THAT(run.output, ContainsSubstring("trace on cuvmm_arena"));
   CHECK_THAT(run.output, ContainsSubstring("Measured in "));
+  // The report, last, with its absolute path.
+  std::filesystem::path const report = std::filesystem::absolute(dir.path / "report.html").lexically_normal();
+  CHECK_THAT(run.output, EndsWith("Report: " + report.string() + "\n"));
+  std::string const html = read_file(report);
+  CHECK_THAT(html, StartsWith("<!DOCTYPE html>\n"));
+  CHECK_THAT(html, ContainsSubstring("<section id=\"recommendation\">"));
+  CHECK_THAT(html, ContainsSubstring("<p class=\"warning\">Measured on the host backend"));
+  CHECK_THAT(html, ContainsSubstring("<h3>cuvmm_arena</h3>"));
+  for (const char* file : {"plan.json", "driver_calls.csv", "driver_threads.csv", "growth.csv", "trace_memory.csv",
+                           "trace.csv"}) {
+    CHECK_THAT(html, ContainsSubstring("<a href=\"" + std::string(file) + "\">"));
+  }
+  CHECK_THAT(html, !ContainsSubstring(".png\">"));  // --no-plots: none made, none linked
+  auto const well_formed = run_program({"/usr/bin/env", "python3", "-c", html_check, report.string()});
+  INFO(well_formed.output);
+  CHECK(well_formed.exit_status == 0);
+  CHECK_THAT(well_formed.output, StartsWith("well-formed"));
 
   std::string const trace = read_file(dir.path / "trace.csv");
   REQUIRE_THAT(trace, StartsWith("op,id,bytes\n"));
@@ -398,11 +437,13 @@ TEST_CASE("cuvmm-plan makes its four PNG plots with matplotlib", "[plan][program
   INFO(run.output);
   REQUIRE(run.exit_status == 0);
   CHECK_THAT(run.output, ContainsSubstring("plots written by "));
+  std::string const html = read_file(dir.path / "report.html");
   for (const char* png : {"growth_time.png", "driver_latency.png", "driver_threads.png", "trace_memory.png"}) {
     INFO(png);
     std::string const image = read_file(dir.path / png);
     CHECK(image.size() > 10000);
     CHECK_THAT(image, StartsWith("\x89PNG\r\n\x1a\n"));
+    CHECK_THAT(html, ContainsSubstring("<a href=\"" + std::string(png) + "\">"));  // linked from the report
   }
 }
 
@@ -410,7 +451,7 @@ TEST_CASE("cuvmm-plan says so when no python3 with matplotlib can make its plots
   TempDir dir;
   // A stand-in plot script that answers the matplotlib check as a Python without it would.
   std::ofstream(dir.path / "plot.py") << "import sys\nsys.exit(3 if sys.argv[1] == '--check' else 0)\n";
-  // Set here, not as an extra variable: a caller may export its own, which would come first.
+  // Set here, not as an extra variable: the caller's environment may name its own, which would come first.
   const char* const inherited = std::getenv("CUVMM_PLAN_PLOT_SCRIPT");
   std::string const saved = inherited != nullptr ? inherited : "";
   ::setenv("CUVMM_PLAN_PLOT_SCRIPT", (dir.path / "plot.py").c_str(), 1);
@@ -426,4 +467,20 @@ TEST_CASE("cuvmm-plan says so when no python3 with matplotlib can make its plots
              ContainsSubstring("plots not made: python3 has no matplotlib (Debian: apt-get install python3-matplotlib)"));
   CHECK(std::filesystem::exists(dir.path / "out" / "plan.json"));
   CHECK_FALSE(std::filesystem::exists(dir.path / "out" / "growth_time.png"));
+  // The report is written all the same, and links no plot.
+  std::string const html = read_file(dir.path / "out" / "report.html");
+  CHECK_THAT(html, ContainsSubstring("<a href=\"plan.json\">"));
+  CHECK_THAT(html, !ContainsSubstring(".png\">"));
+
+  // Nor a plot an earlier run left in the directory: it does not show this run's numbers.
+  std::ofstream(dir.path / "out" / "growth_time.png") << "an earlier run's plot";
+  ::setenv("CUVMM_PLAN_PLOT_SCRIPT", (dir.path / "plot.py").c_str(), 1);
+  auto const again = run_program({plan_tool(), "--backend", "host", "--out", (dir.path / "out").string()});
+  if (inherited != nullptr) {
+    ::setenv("CUVMM_PLAN_PLOT_SCRIPT", saved.c_str(), 1);
+  } else {
+    ::unsetenv("CUVMM_PLAN_PLOT_SCRIPT");
+  }
+  REQUIRE(again.exit_status == 0);
+  CHECK_THAT(read_file(dir.path / "out" / "report.html"), !ContainsSubstring("growth_time.png"));
 }

@@ -157,7 +157,7 @@ TEST_CASE("thread scaling is the median of the repeats' ratios, with their lowes
     return r;
   };
   Measurements m;
-  // Ratios 8 threads / 1 thread per repeat: 2.89, 1.01, 1.50 (the issue's two quick runs and one between).
+  // Ratios 8 threads / 1 thread per repeat: 2.89, 1.01, 1.50 (a spread as wide as a busy machine gives).
   m.driver_threads = {row(1, 1000, 1), row(8, 2890, 1), row(1, 2000, 2), row(8, 2020, 2),
                       row(1, 1000, 3), row(4, 1200, 3), row(8, 1500, 3)};
   Recommendation const r = recommend(m);

@@ -352,6 +352,12 @@ std::unique_ptr<TraceAllocator> DeviceRuntimeSession::cuda_malloc() { return std
 void DeviceRuntimeSession::synchronize_device() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 
+int cuda_runtime_version() {
+  int version = 0;
+  if (cudaRuntimeGetVersion(&version) != cudaSuccess) return 0;
+  return version;
+}
+
 std::vector<std::string> growth_strategy_names(bool device) {
   std::vector<std::string> names{growable_policy_name, growable_fixed_name};
   if (device) {

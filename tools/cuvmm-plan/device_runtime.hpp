@@ -56,6 +56,10 @@ class DeviceRuntimeSession {
   std::unique_ptr<State> state_;
 };
 
+/// The CUDA runtime's version number (cudaRuntimeGetVersion: 13000 for 13.0; it needs no GPU), 0
+/// when it cannot tell.
+int cuda_runtime_version();
+
 /// The growth strategies measured on this backend, by name: the growable ones everywhere, the CUDA
 /// runtime baselines only with a GPU (`device`).
 std::vector<std::string> growth_strategy_names(bool device);

@@ -7,14 +7,16 @@
 // replayed against cuvmm::Arena, cudaMallocAsync, cudaMalloc and, where python3 has PyTorch with
 // CUDA, PyTorch's caching allocator (tools/cuvmm-plan/torch_trace.py, with and without expandable segments)
 // and PyTorch with cuvmm's plug-in (libcuvmm_torch.so, found beside the loaded libcuvmm or given).
-// It prints a short recommendation and, with --out, writes JSON, CSV and (through plot.py and
-// matplotlib) PNG plots.
+// It prints a short recommendation and, with --out, writes JSON, CSV, a self-contained HTML report
+// (report.html: the recommendation in words, tables and inline charts, the machine and versions)
+// and (through plot.py and matplotlib) PNG plots.
 //
 // Exit status: 0 when the run finished (also on the host backend, and when plots could not be made,
 // which it says), 1 when a measurement or an output file failed, 2 on a bad command line or trace.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +43,7 @@
 
 #include "command_line.hpp"
 #include "device_runtime.hpp"
+#include "html_report.hpp"
 #include "measure.hpp"
 #include "progress.hpp"
 #include "report.hpp"
@@ -69,7 +72,8 @@ constexpr std::string_view usage =
     "                        the host.\n"
     "                        full: chunk sizes 2 MiB..4 GiB, growth to 1, 8, 64 and 120 GiB,\n"
     "                        3 runs of each growth.\n"
-    "  --out DIR             write plan.json, driver_calls.csv, driver_threads.csv, growth.csv,\n"
+    "  --out DIR             write report.html (the report to read: one self-contained file),\n"
+    "                        plan.json, driver_calls.csv, driver_threads.csv, growth.csv,\n"
     "                        trace_memory.csv, the replayed trace (trace.csv when generated)\n"
     "                        and PNG plots (plot.py, needs python3 with matplotlib) into DIR\n"
     "  --trace FILE          replay this trace: cuvmm's CSV (op,id,bytes) or RMM's allocation log\n"
@@ -431,10 +435,10 @@ std::optional<std::string> plugin_beside_libcuvmm(std::string& why) {
   return plugin.string();
 }
 
-/// The plug-in's second replay: its arena options for speed over memory. On the H200, on the full
+/// The plug-in's second replay: its arena options for speed over memory. On an H200, on the full
 /// profile's trace, the plug-in took 1.76x PyTorch's time with the default 32 MiB large pages and
-/// 0.92x with these, at a mean utilization of 0.82 against 0.92 and PyTorch's 0.68
-/// (bench/results/h200-2026-12-01, run Z).
+/// 0.92x with these, at a mean utilization of 0.82 against 0.92 and PyTorch's 0.68: the
+/// pytorch_cuvmm_plugin rows of `cuvmm-plan --profile full` reproduce it.
 constexpr const char* plugin_speed_conf = "large_page_bytes:128MiB";
 
 /// Replays `trace` through PyTorch's caching allocator (torch_trace.py, default and expandable
@@ -544,6 +548,36 @@ void announce_host_profile(bool gpu, const cuvmm::DriverStatus& driver) {
   std::fflush(stdout);  // before the progress lines on stderr
 }
 
+/// The first "model name" line of /proc/cpuinfo; empty where there is none.
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    auto const colon = line.find(':');
+    if (colon == std::string::npos) break;
+    auto const start = line.find_first_not_of(' ', colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  }
+  return {};
+}
+
+/// This machine and the software it runs, for the report. The CUDA runtime's version needs no GPU.
+MachineInfo machine_info(const cuvmm::DriverStatus& driver) {
+  MachineInfo info;
+  info.cuda_driver_version = driver.available ? driver.driver_version : 0;
+  info.cuda_runtime_version = cuda_runtime_version();
+  utsname names{};
+  if (::uname(&names) == 0) info.os = std::string(names.sysname) + " " + names.release + " " + names.machine;
+  info.cpu = cpu_model();
+  info.cpus = std::thread::hardware_concurrency();
+#if defined(__clang__)
+  info.compiler = "clang++ " __clang_version__;
+#elif defined(__GNUC__)
+  info.compiler = "g++ " __VERSION__;
+#endif
+  return info;
+}
+
 /// Chooses the GPU or the host backend and records what it is in `m`.
 void open_machine(Machine& machine, bool on_device, Measurements& m) {
   machine.on_device = on_device;
@@ -609,14 +643,13 @@ Trace choose_trace(const Options& options, Prepared& prepared, const Profile& pr
 }
 
 /// Phase 1: every strategy on every case, `runs` times, each in a fresh process (see
-/// Options::growth_strategy), before this process has initialized the CUDA driver: on the H200
+/// Options::growth_strategy), before this process has initialized the CUDA driver: on an H200
 /// (persistence mode on), while any other process had the driver initialized (a CUDA context, or
-/// only cuInit), the first chunks a process made after a large process had exited took ~30-45 ms
-/// more, 0.5 s after that exit (none 3 s after); with no other process, none
-/// (bench/results/h200-2026-12-01, runs V, X and Y). The preallocated baseline makes its one
-/// allocation before its timing starts, so such a wait would be charged to the growing buffers
-/// alone. The runs of a case are spread over the whole phase, not back to back, so that a slow
-/// spell of the machine does not fall on one case's every run.
+/// only cuInit), the first chunks a process made shortly after a large process had exited took
+/// tens of milliseconds longer; with no other process they did not. The preallocated baseline
+/// makes its one allocation before its timing starts, so such a wait would be charged to the
+/// growing buffers alone. The runs of a case are spread over the whole phase, not back to back,
+/// so that a slow spell of the machine does not fall on one case's every run.
 void measure_growth_phase(bool on_device, const Profile& profile, const std::vector<std::string>& strategies,
                           std::size_t runs, Progress& progress, Measurements& m) {
   std::vector<std::vector<GrowthRow>> case_runs(profile.growth_cases.size() * strategies.size());
@@ -700,25 +733,51 @@ void measure_trace_phase(Machine& machine, const Trace& trace, const Prepared& p
   }
 }
 
-/// Phase 5: plan.json, the CSV tables, a generated trace and the plots into --out. Returns what
-/// the plotting said (empty when no plots were asked for).
-std::string write_outputs(const Options& options, const Prepared& prepared, const Measurements& m,
-                          const Recommendation& recommendation, const Trace& trace, Progress& progress) {
+/// The PNGs plot.py writes, linked from the report when they were made.
+constexpr const char* plot_files[] = {"growth_time.png", "driver_latency.png", "driver_threads.png",
+                                      "trace_memory.png"};
+
+/// What phase 5 wrote.
+struct Written {
+  std::string plots_said;  ///< what the plotting said (empty when no plots were asked for)
+  std::filesystem::path report;
+};
+
+/// Phase 5: plan.json, the CSV tables, a generated trace, the plots and, last, report.html (which
+/// links the others) into --out.
+Written write_outputs(const Options& options, const Prepared& prepared, const Measurements& m,
+                      const Recommendation& recommendation, const Trace& trace, Progress& progress) {
   std::filesystem::path const dir = options.out_dir;
+  std::vector<std::string> files = {"plan.json", "driver_calls.csv", "driver_threads.csv", "growth.csv",
+                                    "trace_memory.csv"};
   write_file(dir / "plan.json", [&](std::ostream& out) { write_json(out, m, recommendation); });
   write_file(dir / "driver_calls.csv", [&](std::ostream& out) { write_driver_calls_csv(out, m); });
   write_file(dir / "driver_threads.csv", [&](std::ostream& out) { write_driver_threads_csv(out, m); });
   write_file(dir / "growth.csv", [&](std::ostream& out) { write_growth_csv(out, m); });
   write_file(dir / "trace_memory.csv", [&](std::ostream& out) { write_trace_memory_csv(out, m); });
-  if (options.trace_path.empty()) write_file(dir / "trace.csv", [&](std::ostream& out) { write_trace_csv(out, trace.ops); });
-  if (prepared.plot_script.empty()) return {};
-  progress.note("making plots");
-  return run_plots(prepared.plot_script, dir.string());
+  if (options.trace_path.empty()) {
+    write_file(dir / "trace.csv", [&](std::ostream& out) { write_trace_csv(out, trace.ops); });
+    files.emplace_back("trace.csv");
+  }
+  Written written;
+  if (!prepared.plot_script.empty()) {
+    progress.note("making plots");
+    written.plots_said = run_plots(prepared.plot_script, dir.string());
+    // Linked only when this run made them: a failed plot.py may leave an earlier run's PNGs.
+    std::error_code error;
+    bool const plotted = written.plots_said.rfind("plots written by ", 0) == 0;
+    for (const char* png : plot_files) {
+      if (plotted && std::filesystem::is_regular_file(dir / png, error)) files.emplace_back(png);
+    }
+  }
+  written.report = dir / "report.html";
+  write_file(written.report, [&](std::ostream& out) { write_html_report(out, m, recommendation, files); });
+  return written;
 }
 
 /// Phase 6: the recommendation and the replays on stdout.
 void print_report(const Options& options, const Measurements& m, const Recommendation& recommendation,
-                  const std::string& plots_said) {
+                  const Written& written) {
   std::printf("%s", format_recommendation(recommendation, m).c_str());
   std::printf("%s", format_growth_ratios(m).c_str());
   for (auto const& replay : m.replays) {
@@ -731,7 +790,10 @@ void print_report(const Options& options, const Measurements& m, const Recommend
   if (!options.out_dir.empty()) {
     std::printf("Results: %s (plan.json, driver_calls.csv, driver_threads.csv, growth.csv, trace_memory.csv)\n",
                 options.out_dir.c_str());
-    if (!plots_said.empty()) std::printf("%s\n", plots_said.c_str());
+    if (!written.plots_said.empty()) std::printf("%s\n", written.plots_said.c_str());
+    std::error_code error;
+    std::filesystem::path const report = std::filesystem::absolute(written.report, error).lexically_normal();
+    std::printf("Report: %s\n", (error ? written.report : report).c_str());
   }
 }
 
@@ -768,8 +830,8 @@ int run(const Options& options) {
   if (growth_child) {  // a child: this one growth, printed for the parent
     open_machine(machine, on_device, m);
     // Half a second for the driver to finish freeing what the previous child's exit gave back, as
-    // bench_growth does. On the H200, growth to 120 GiB in 64 MiB appends took 1.99x the
-    // preallocated time without the pause and 1.06x with it (one run each, 2026-11-29).
+    // bench_growth's settle() does. On an H200, growth to 120 GiB in 64 MiB appends took 1.99x the
+    // preallocated time without the pause and 1.06x with it (bench_growth, that case).
     if (machine.device) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     std::fputs(encode_growth_row(grow_once(machine, options.growth_strategy, options.growth_case)).c_str(), stdout);
     return 0;
@@ -788,6 +850,7 @@ int run(const Options& options) {
   // The growth children first, while this process has not initialized the driver (measure_growth_phase).
   measure_growth_phase(on_device, profile, strategies, runs, progress, m);
   open_machine(machine, on_device, m);
+  m.machine = machine_info(driver);
   Trace const trace = choose_trace(options, prepared, profile, m);
   measure_driver_phase(machine, profile, progress, m);
   measure_reach_phase(machine, profile, progress, m);
@@ -795,10 +858,10 @@ int run(const Options& options) {
 
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   Recommendation const recommendation = recommend(m);
-  std::string const plots_said =
-      options.out_dir.empty() ? std::string() : write_outputs(options, prepared, m, recommendation, trace, progress);
+  Written const written =
+      options.out_dir.empty() ? Written{} : write_outputs(options, prepared, m, recommendation, trace, progress);
   progress.finish();  // the bar's line is cleared before the report
-  print_report(options, m, recommendation, plots_said);
+  print_report(options, m, recommendation, written);
   return 0;
 }
 

@@ -64,6 +64,7 @@ class ArenaAllocator final : public TraceAllocator {
   void deallocate(void* p, std::size_t bytes) override { arena_.deallocate(p, bytes); }
   std::size_t held_bytes() override { return arena_.stats().bytes_physical.current; }
   std::optional<std::size_t> exact_peak_held_bytes() override { return arena_.stats().bytes_physical.peak; }
+  std::optional<ArenaStats> arena_stats() const override { return arena_.stats(); }
 
  private:
   Arena arena_;
@@ -377,6 +378,7 @@ ReplayResult replay_trace(std::string name, TraceAllocator& allocator, const Tra
   for (auto const& entry : live) allocator.deallocate(entry.second.pointer, entry.second.bytes);  // survivors, untimed
   allocator.finish();
   result.peak_held_bytes = allocator.exact_peak_held_bytes().value_or(sampled_peak);
+  result.arena_stats = allocator.arena_stats();
   result.mean_utilization = utilization_points == 0 ? 0 : utilization_sum / static_cast<double>(utilization_points);
   return result;
 }

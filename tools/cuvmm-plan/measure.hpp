@@ -106,8 +106,8 @@ struct GrowthCase {
   std::size_t append_bytes = 0;
 };
 
-/// The growths measured on a GPU by cuvmm-plan's full profile and by bench_growth: issue #12's
-/// targets (256 MiB in 4 KiB appends, 1 GiB in 1 MiB, 4 GiB in 64 MiB, 64 and 120 GiB in 64 MiB)
+/// The growths measured on a GPU by cuvmm-plan's full profile and by bench_growth: the targets
+/// cuvmm is built for (256 MiB in 4 KiB appends, 1 GiB in 1 MiB, 4 GiB in 64 MiB, 64 and 120 GiB in 64 MiB)
 /// and, where the count of appends stays sensible, 8 GiB in 1 MiB and 64 MiB appends and 8, 64 and
 /// 120 GiB in 1 GiB appends.
 std::vector<GrowthCase> device_growth_cases();
@@ -202,6 +202,8 @@ class TraceAllocator {
   [[nodiscard]] virtual std::optional<std::size_t> exact_peak_held_bytes() { return std::nullopt; }
   /// Waits for queued work (stream-ordered allocators).
   virtual void finish() {}
+  /// The Arena's statistics, for an allocator that is a cuvmm::Arena.
+  [[nodiscard]] virtual std::optional<ArenaStats> arena_stats() const { return std::nullopt; }
 };
 
 /// A cuvmm::Arena over `backend` (default options otherwise).
@@ -223,6 +225,9 @@ struct ReplayResult {
   /// Requested over held, averaged over the sampled points where anything was held.
   double mean_utilization = 0;
   std::vector<TimelinePoint> timeline;  ///< at most about `max_points`, and the last op
+  /// A cuvmm::Arena's statistics after the replay, every allocation freed (peaks and totals cover
+  /// the whole replay); none for other allocators. Not carried by encode_replay.
+  std::optional<ArenaStats> arena_stats;
 };
 
 /// Replays `trace` against `allocator`, sampling held memory at most about `max_points` times.

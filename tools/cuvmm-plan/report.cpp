@@ -147,6 +147,11 @@ void write_latencies(std::ostream& out, const Row& row) {
 
 }  // namespace
 
+std::string cuda_version_text(int version) {
+  if (version <= 0) return "none";
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
 Recommendation recommend(const Measurements& m) {
   Recommendation r;
   double cheapest = std::numeric_limits<double>::infinity();
@@ -188,6 +193,35 @@ Recommendation recommend(const Measurements& m) {
     }
   }
   return r;
+}
+
+std::vector<ArenaStatField> arena_stats_fields(const ArenaStats& s) {
+  using Kind = ArenaStatField::Kind;
+  auto counter = [](const char* name, const ArenaCounter& c, const char* meaning) {
+    return ArenaStatField{name, Kind::counter, c, 0, 0, meaning};
+  };
+  auto count = [](const char* name, std::size_t n, const char* meaning) {
+    return ArenaStatField{name, Kind::count, {}, n, 0, meaning};
+  };
+  return {
+      counter("bytes_requested", s.bytes_requested, "live allocations, in the bytes asked for"),
+      counter("allocations", s.allocations, "live allocations, counted"),
+      counter("bytes_mapped", s.bytes_mapped, "pages mapped: live allocations, slabs and cached free memory"),
+      counter("bytes_physical", s.bytes_physical, "pages held: mapped plus pooled"),
+      counter("bytes_reserved", s.bytes_reserved, "address space"),
+      count("chunks_created", s.chunks_created, "physical chunks created (driver calls)"),
+      count("chunks_released", s.chunks_released, "physical chunks released"),
+      count("maps", s.maps, "map calls"),
+      count("unmaps", s.unmaps, "unmap calls"),
+      count("access_calls", s.access_calls, "access grants"),
+      count("cross_stream_reuses", s.cross_stream_reuses, "memory freed on one stream handed to another"),
+      count("reclaims", s.reclaims, "cached extents unmapped to back another request"),
+      count("pages_moved", s.pages_moved, "pages mapped again at another address"),
+      count("bytes_stale", s.bytes_stale, "address space still mapped to pages that no longer back it"),
+      count("streams", s.streams, "streams the arena keeps state for"),
+      ArenaStatField{"fragmentation", Kind::ratio, {}, 0, s.fragmentation,
+                     "1 - largest free extent / all free pages in extents"},
+  };
 }
 
 std::vector<GrowthRatio> growth_ratios(const Measurements& m) {
@@ -315,7 +349,11 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
   out << "{\n  \"tool\": \"cuvmm-plan\",\n  \"cuvmm_version\": " << json_string(version_string) << ",\n  \"profile\": " << json_string(m.profile)
       << ",\n  \"backend\": " << json_string(m.backend) << ",\n  \"device\": {\"name\": " << json_string(m.device_name)
       << ", \"total_bytes\": " << m.total_bytes << ", \"free_bytes\": " << m.free_bytes
-      << ", \"granularity\": " << m.granularity << "},\n  \"seconds\": " << number(m.seconds) << ",\n";
+      << ", \"granularity\": " << m.granularity << "},\n  \"cuda_driver_version\": " << m.machine.cuda_driver_version
+      << ",\n  \"cuda_runtime_version\": " << m.machine.cuda_runtime_version
+      << ",\n  \"host\": {\"os\": " << json_string(m.machine.os) << ", \"cpu\": " << json_string(m.machine.cpu)
+      << ", \"cpus\": " << m.machine.cpus << ", \"compiler\": " << json_string(m.machine.compiler)
+      << "},\n  \"seconds\": " << number(m.seconds) << ",\n";
   out << "  \"driver_calls\": [";
   for (std::size_t i = 0; i < m.driver_calls.size(); ++i) {
     auto const& row = m.driver_calls[i];
@@ -371,7 +409,25 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
         << ", \"peak_requested_bytes\": " << replay.peak_requested_bytes
         << ", \"peak_held_bytes\": " << replay.peak_held_bytes
         << ", \"mean_utilization\": " << number(replay.mean_utilization)
-        << ", \"timeline_points\": " << replay.timeline.size() << "}";
+        << ", \"timeline_points\": " << replay.timeline.size();
+    if (replay.arena_stats) {
+      out << ", \"arena_stats\": {";
+      char const* separator = "";
+      for (auto const& field : arena_stats_fields(*replay.arena_stats)) {
+        out << separator << json_string(field.name) << ": ";
+        separator = ", ";
+        if (field.kind == ArenaStatField::Kind::counter) {
+          out << "{\"current\": " << field.counter.current << ", \"peak\": " << field.counter.peak
+              << ", \"total\": " << field.counter.total << "}";
+        } else if (field.kind == ArenaStatField::Kind::count) {
+          out << field.count;
+        } else {
+          out << number(field.ratio);
+        }
+      }
+      out << "}";
+    }
+    out << "}";
   }
   out << "\n  ]},\n  \"recommendation\": {\"chunk_bytes\": " << r.chunk_bytes
       << ", \"chunk_ms_per_gib\": " << number(r.chunk_ms_per_gib)

@@ -1,5 +1,6 @@
 // report.hpp: what one cuvmm-plan run measured, the recommendation drawn from it, and the files
-// it is written to (JSON for everything, CSV per table, for plot.py and spreadsheets).
+// it is written to (JSON for everything, CSV per table, for plot.py and spreadsheets; the HTML
+// report for people is html_report.hpp).
 //
 // The recommendation is a pure function of the measurements, so it is tested on given numbers:
 //  - chunk size: the smallest measured chunk size whose driver calls (create + map + set access +
@@ -32,6 +33,19 @@
 
 namespace cuvmm::plan {
 
+/// The machine and the software a run measured with.
+struct MachineInfo {
+  int cuda_driver_version = 0;   ///< as cuDriverGetVersion gives it (13000: 13.0); 0 without a driver
+  int cuda_runtime_version = 0;  ///< cudaRuntimeGetVersion's number; 0 when not known
+  std::string os;                ///< kernel name, release and machine (uname)
+  std::string cpu;               ///< the CPU's model name
+  unsigned cpus = 0;             ///< hardware threads
+  std::string compiler;          ///< the compiler that built cuvmm-plan
+};
+
+/// "13.0" for 13000: a CUDA version number as NVIDIA writes it; "none" for 0.
+std::string cuda_version_text(int version);
+
 struct Measurements {
   std::string profile;       ///< "quick" or "full"
   std::string backend;       ///< "cuda" or "host"
@@ -48,6 +62,7 @@ struct Measurements {
   std::vector<ReplayResult> replays;
   std::vector<std::string> notes;  ///< what was left out and why
   double seconds = 0;              ///< the whole run, measurements and replays
+  MachineInfo machine;
 };
 
 struct Recommendation {
@@ -107,6 +122,21 @@ std::vector<GrowthRatio> growth_ratios(const Measurements& measurements);
 std::string format_growth_ratios(const Measurements& measurements);
 
 Recommendation recommend(const Measurements& measurements);
+
+/// One member of ArenaStats, by its name in the struct, for the report's table and the JSON.
+struct ArenaStatField {
+  enum class Kind { counter, count, ratio };
+  std::string name;
+  Kind kind = Kind::count;
+  ArenaCounter counter;    ///< Kind::counter: current, peak and total
+  std::size_t count = 0;   ///< Kind::count
+  double ratio = 0;        ///< Kind::ratio
+  std::string meaning;   ///< what it counts, in a few words
+};
+
+/// Every member of ArenaStats, in the struct's order. test_plan_html checks that the count matches
+/// the struct's, so a member added to ArenaStats must be added here.
+std::vector<ArenaStatField> arena_stats_fields(const ArenaStats& stats);
 
 /// The recommendation as a few lines of text for the terminal.
 std::string format_recommendation(const Recommendation& recommendation, const Measurements& measurements);
