@@ -66,7 +66,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -81,6 +80,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 #include <utility>
+#include <vector>
 
 #include <cuvmm/error.hpp>
 
@@ -113,77 +113,114 @@ std::size_t common_multiple(std::size_t a, std::size_t b) noexcept {
   return factor > SIZE_MAX / b ? 0 : factor * b;
 }
 
-/// MemAvailable from /proc/meminfo in bytes; 0 when it cannot be read.
-std::size_t mem_available_bytes() noexcept {
-  std::FILE* file = std::fopen("/proc/meminfo", "re");
-  if (file == nullptr) return 0;
-  std::size_t bytes = 0;
-  char line[256];
-  while (std::fgets(line, sizeof line, file) != nullptr) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
-      bytes = static_cast<std::size_t>(kib) * KiB;
-      break;
+/// The start of file `path` (up to 8 KiB, enough for /proc/meminfo and a cgroup's memory.stat),
+/// read with plain system calls: this runs at every create_chunk. Empty when it cannot be read.
+std::string file_text(const char* path) {
+  int const fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string text(8 * KiB, '\0');
+  std::size_t filled = 0;
+  while (filled < text.size()) {
+    ssize_t const got = ::read(fd, text.data() + filled, text.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    filled += static_cast<std::size_t>(got);
+  }
+  ::close(fd);
+  text.resize(filled);
+  return text;
+}
+
+/// The number after `key` (at the start of a line, then blanks) in `text`; nullopt when absent or
+/// not a number (cgroup v2's "max").
+std::optional<std::size_t> number_after(std::string_view text, std::string_view key) {
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t const line_end = std::min(text.find('\n', at), text.size());
+    std::string_view const line = text.substr(at, line_end - at);
+    at = line_end + 1;
+    if (!line.starts_with(key)) continue;
+    std::string_view rest = line.substr(key.size());
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    if (rest.empty() || rest.front() < '0' || rest.front() > '9') return std::nullopt;
+    unsigned long long value = 0;
+    for (char const c : rest) {
+      if (c < '0' || c > '9') break;
+      if (value > (std::numeric_limits<unsigned long long>::max() - 9) / 10) return std::nullopt;
+      value = value * 10 + static_cast<unsigned long long>(c - '0');
     }
+    return static_cast<std::size_t>(value);
   }
-  std::fclose(file);
-  return bytes;
+  return std::nullopt;
 }
 
-/// The number that file `path` holds; nullopt when it cannot be read or says "max" (no limit).
-std::optional<std::size_t> file_number(const std::string& path) {
-  std::ifstream file(path);
-  unsigned long long value = 0;
-  if (!(file >> value)) return std::nullopt;
-  return static_cast<std::size_t>(value);
+/// MemAvailable and MemTotal from /proc/meminfo in bytes; 0 for what cannot be read.
+struct MachineMemory {
+  std::size_t available = 0;
+  std::size_t total = 0;
+};
+MachineMemory machine_memory() {
+  std::string const meminfo = file_text("/proc/meminfo");
+  return {number_after(meminfo, "MemAvailable:").value_or(0) * KiB, number_after(meminfo, "MemTotal:").value_or(0) * KiB};
 }
 
-/// The value of `key` in a file of "key value" lines (a cgroup's memory.stat); 0 when absent.
-std::size_t stat_value(const std::string& path, std::string_view key) {
-  std::ifstream file(path);
-  std::string name;
-  unsigned long long value = 0;
-  while (file >> name >> value) {
-    if (name == key) return static_cast<std::size_t>(value);
-  }
-  return 0;
-}
+/// A directory of one of this process's memory cgroups, or of one above it.
+struct MemoryCgroup {
+  std::string limit;      // memory.max (v2) or memory.limit_in_bytes (v1)
+  std::string usage;      // memory.current or memory.usage_in_bytes
+  std::string stat;       // memory.stat
+  std::string_view inactive;  // the key of reclaimable file pages in memory.stat
+};
 
-/// What the cgroup hierarchy mounted at `root` (v2: memory.max; v1: memory.limit_in_bytes) leaves
-/// for this process: for its cgroup `path` and every one above it, the limit minus the usage that
-/// cannot be reclaimed (inactive file pages can). SIZE_MAX where no limit is readable.
-std::size_t cgroup_room(const std::string& root, std::string path, bool v2) {
-  std::size_t room = std::numeric_limits<std::size_t>::max();
-  for (;;) {
-    std::string const dir = root + path + (path.ends_with('/') ? "" : "/");
-    if (std::optional<std::size_t> const limit = file_number(dir + (v2 ? "memory.max" : "memory.limit_in_bytes"))) {
-      std::size_t const usage = file_number(dir + (v2 ? "memory.current" : "memory.usage_in_bytes")).value_or(0);
-      std::size_t const reclaimable =
-          std::min(usage, stat_value(dir + "memory.stat", v2 ? "inactive_file" : "total_inactive_file"));
-      std::size_t const held = usage - reclaimable;
-      room = std::min(room, *limit > held ? *limit - held : 0);
+/// The memory cgroups whose limits apply to this process: its own and those above it, in each
+/// hierarchy that has the memory controller (/proc/self/cgroup lines are "id:controllers:path";
+/// v2's has no controllers, v1's names "memory"). Found once per process: a process moved to
+/// another cgroup later is still checked against the first one's limits.
+const std::vector<MemoryCgroup>& memory_cgroups() {
+  static std::vector<MemoryCgroup> const found = [] {
+    std::vector<MemoryCgroup> cgroups;
+    std::string const self = file_text("/proc/self/cgroup");
+    for (std::size_t at = 0; at < self.size();) {
+      std::size_t const line_end = std::min(self.find('\n', at), self.size());
+      std::string const line = self.substr(at, line_end - at);
+      at = line_end + 1;
+      std::size_t const first = line.find(':');
+      std::size_t const second = first == std::string::npos ? first : line.find(':', first + 1);
+      if (second == std::string::npos) continue;
+      std::string const controllers = "," + line.substr(first + 1, second - first - 1) + ",";
+      bool const v2 = controllers == ",,";
+      if (!v2 && controllers.find(",memory,") == std::string::npos) continue;
+      std::string const root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+      for (std::string path = line.substr(second + 1);;) {
+        std::string const dir = root + path + (path.ends_with('/') ? "" : "/");
+        MemoryCgroup cgroup{dir + (v2 ? "memory.max" : "memory.limit_in_bytes"),
+                            dir + (v2 ? "memory.current" : "memory.usage_in_bytes"), dir + "memory.stat",
+                            v2 ? "inactive_file" : "total_inactive_file"};
+        if (::access(cgroup.limit.c_str(), R_OK) == 0) cgroups.push_back(std::move(cgroup));
+        if (path.empty() || path == "/") break;
+        path.erase(path.rfind('/'));
+        if (path.empty()) path = "/";
+      }
     }
-    if (path.empty() || path == "/") return room;
-    path.erase(path.rfind('/'));
-    if (path.empty()) path = "/";
-  }
+    return cgroups;
+  }();
+  return found;
 }
 
-/// The smallest room any of this process's memory cgroups leaves (/proc/self/cgroup lines are
-/// "id:controllers:path"; v2's has no controllers, v1's memory hierarchy names "memory").
-std::size_t cgroups_room() {
+/// The least that any of this process's memory cgroups leaves: its limit minus the usage it
+/// cannot reclaim (inactive file pages it can). SIZE_MAX where none has a limit below the
+/// machine's memory `machine_total` (0: unknown): a limit as large leaves at least what the machine
+/// has free, and reading a cgroup's usage (memory.stat above all) is the costly part.
+std::size_t cgroups_room(std::size_t machine_total) {
   std::size_t room = std::numeric_limits<std::size_t>::max();
-  std::ifstream self("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(self, line)) {
-    std::size_t const first = line.find(':');
-    std::size_t const second = first == std::string::npos ? first : line.find(':', first + 1);
-    if (second == std::string::npos) continue;
-    std::string const controllers = "," + line.substr(first + 1, second - first - 1) + ",";
-    std::string const path = line.substr(second + 1);
-    if (controllers == ",,") room = std::min(room, cgroup_room("/sys/fs/cgroup", path, true));
-    else if (controllers.find(",memory,") != std::string::npos)
-      room = std::min(room, cgroup_room("/sys/fs/cgroup/memory", path, false));
+  std::size_t const unlimited = machine_total != 0 ? machine_total : std::size_t{1} << 62;
+  for (const MemoryCgroup& cgroup : memory_cgroups()) {
+    std::optional<std::size_t> const limit = number_after(file_text(cgroup.limit.c_str()), "");
+    if (!limit || *limit >= unlimited) continue;  // "max" (v2), or as large as the machine (v1 says ~2^63)
+    std::size_t const usage = number_after(file_text(cgroup.usage.c_str()), "").value_or(0);
+    std::size_t const reclaimable =
+        std::min(usage, number_after(file_text(cgroup.stat.c_str()), std::string(cgroup.inactive) + " ").value_or(0));
+    std::size_t const held = usage - reclaimable;
+    room = std::min(room, *limit > held ? *limit - held : 0);
   }
   return room;
 }
@@ -191,9 +228,9 @@ std::size_t cgroups_room() {
 }  // namespace
 
 std::size_t host_available_memory_bytes() {
-  std::size_t const available = mem_available_bytes();
-  std::size_t const room = cgroups_room();
-  return available == 0 ? room : std::min(available, room);
+  MachineMemory const machine = machine_memory();
+  std::size_t const room = cgroups_room(machine.total);
+  return machine.available == 0 ? room : std::min(machine.available, room);
 }
 
 struct HostBackend::State {
