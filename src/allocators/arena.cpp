@@ -90,6 +90,7 @@
 #include <cuvmm/cuda_backend.hpp>
 #include <cuvmm/error.hpp>
 
+#include "allocators/arena_options.hpp"
 #include "allocators/page_pool.hpp"
 #include "allocators/slabs.hpp"
 #include "allocators/stream_caches.hpp"
@@ -127,24 +128,13 @@ constexpr std::size_t growth_room_bytes = 2 * GiB;
 detail::PagePoolOptions pool_options(Backend& backend, const ArenaOptions& options) {
   detail::PagePoolOptions o;
   o.props = ChunkProperties{.device = options.device, .compression = options.compression != Compression::none};
-  std::size_t const granularity = backend.granularity(o.props, GranularityKind::minimum);
-  o.page = options.page_bytes == 0 ? granularity : options.page_bytes;
-  if (o.page % granularity != 0) {
-    throw_invalid_argument("Arena", "page_bytes " + std::to_string(options.page_bytes) +
-                                        " is not a multiple of the granularity " + std::to_string(granularity));
-  }
-  if (options.large_page_bytes != 0 && options.large_page_bytes > o.page) {
-    if (options.large_page_bytes % o.page != 0 || !std::has_single_bit(options.large_page_bytes)) {
-      throw_invalid_argument("Arena", "large_page_bytes " + std::to_string(options.large_page_bytes) +
-                                          " is not a power of two multiple of the page size " + std::to_string(o.page));
-    }
-    o.large_page = options.large_page_bytes;
-  }
   std::size_t const device_bytes = backend.memory_info(options.device).total;
-  std::size_t space = options.address_space_bytes;
-  if (space == 0) space = default_address_space_factor * device_bytes;
+  detail::ArenaGeometry const geometry =
+      detail::check_arena_geometry(options, backend.granularity(o.props, GranularityKind::minimum), device_bytes);
+  o.page = geometry.page;
+  o.large_page = geometry.large_page;
+  o.address_space = geometry.address_space;
   std::size_t const alignment = o.large_page != 0 ? o.large_page : o.page;
-  o.address_space = std::max(round_up(space, alignment), alignment);
   o.byte_limit = options.byte_limit;
   // The largest request that can succeed always finds its addresses: spacing stops short of it.
   o.kept_free = o.byte_limit != 0 ? std::min(o.byte_limit, device_bytes) : device_bytes;

@@ -1,7 +1,11 @@
 // parse_arena_options: ArenaOptions from text, for programs configured by an environment variable
 // (cuvmm's PyTorch plug-ins read CUVMM_ARENA_CONF, as PyTorch reads PYTORCH_CUDA_ALLOC_CONF). The
 // format is in include/cuvmm/arena.hpp. The text is read whole before anything is set, so a bad
-// text changes nothing.
+// text changes nothing. One pass, linear in the text: the scan for each comma starts where the
+// last one ended, and only the pair between them is trimmed and read (never the rest of the text).
+// detail::parse_arena_options_counting counts the characters examined, so a test can prove it.
+#include "allocators/arena_options.hpp"
+
 #include <cuvmm/arena.hpp>
 
 #include <array>
@@ -20,9 +24,14 @@ namespace {
 
 constexpr std::string_view call = "parse_arena_options";
 
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+/// `s` without the blanks (spaces, tabs) at either end; adds the characters looked at to `examined`.
+std::string_view trimmed(std::string_view s, std::size_t& examined) {
+  auto const blank = [&](char c) {
+    ++examined;
+    return c == ' ' || c == '\t';
+  };
+  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
   return s;
 }
 
@@ -98,20 +107,23 @@ constexpr std::array<Key, 6> keys = {{
 
 }  // namespace
 
-ArenaOptions parse_arena_options(std::string_view text, ArenaOptions base) {
+namespace detail {
+
+ArenaOptions parse_arena_options_counting(std::string_view text, ArenaOptions base, std::size_t& examined) {
   auto const refuse = [&](std::string_view pair, std::string_view why) {
     throw_invalid_argument(call, "'" + std::string(pair) + "' in \"" + std::string(text) + "\": " + std::string(why));
   };
   std::array<bool, keys.size()> given{};
-  std::string_view rest = text;
-  while (!trimmed(rest).empty()) {
-    std::size_t const comma = rest.find(',');
-    std::string_view const pair = trimmed(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (pair.empty()) continue;  // ",," or a trailing comma
+  for (std::size_t begin = 0; begin <= text.size();) {
+    std::size_t end = begin;
+    while (end < text.size() && (++examined, text[end] != ',')) ++end;
+    std::string_view const pair = trimmed(text.substr(begin, end - begin), examined);
+    begin = end + 1;
+    if (pair.empty()) continue;  // blanks only, ",," or a trailing comma
+    examined += pair.size();     // the search for ':', the key's name and the value's parse
     std::size_t const colon = pair.find(':');
     if (colon == std::string_view::npos) refuse(pair, "wants key:value");
-    std::string_view const name = trimmed(pair.substr(0, colon));
+    std::string_view const name = trimmed(pair.substr(0, colon), examined);
     std::size_t k = 0;
     while (k < keys.size() && keys[k].name != name) ++k;
     if (k == keys.size()) {
@@ -121,9 +133,16 @@ ArenaOptions parse_arena_options(std::string_view text, ArenaOptions base) {
     }
     if (given[k]) refuse(pair, "'" + std::string(name) + "' is given twice");
     given[k] = true;
-    if (!keys[k].set(trimmed(pair.substr(colon + 1)), base)) refuse(pair, keys[k].wants);
+    if (!keys[k].set(trimmed(pair.substr(colon + 1), examined), base)) refuse(pair, keys[k].wants);
   }
   return base;
+}
+
+}  // namespace detail
+
+ArenaOptions parse_arena_options(std::string_view text, ArenaOptions base) {
+  std::size_t examined = 0;
+  return detail::parse_arena_options_counting(text, std::move(base), examined);
 }
 
 }  // namespace cuvmm

@@ -8,13 +8,18 @@
 // How each call maps onto the kernel:
 //  - reserve:      mmap(PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE) of size + alignment,
 //                  then munmap of the head and tail so the kept part is aligned.
-//  - create_chunk: memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING) + fallocate, so the pages exist now:
+//  - create_chunk: first a check against the memory the machine has free (Options::available_memory,
+//                  else host_available_memory_bytes(): MemAvailable and the cgroup limits), since
+//                  fallocate on a memfd does not refuse more than that: the kernel's OOM killer
+//                  acts instead, and may kill another process. Then memfd_create(MFD_CLOEXEC |
+//                  MFD_ALLOW_SEALING) + fallocate, so the pages exist now:
 //                  exhaustion is OutOfMemory at this call, never a SIGBUS at first touch; then sealed
 //                  against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), so no
 //                  process that holds the fd can truncate the memory under another's mapping.
 //  - map:          mmap(MAP_FIXED | MAP_SHARED, PROT_NONE) of the whole memfd. MAP_FIXED silently
 //                  replaces whatever is there, so the books must first show the span reserved by us
 //                  and not mapped; that check is what keeps this call from corrupting the process.
+//                  Then madvise(MADV_DONTFORK): a forked child does not inherit the mapping.
 //  - unmap:        mmap(PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE) over the
 //                  span: the memory goes, the reservation keeps no hole another mmap could take.
 //  - set_access:   mprotect. Grants name devices; the host has one accessor (the CPU), so the most
@@ -39,13 +44,21 @@
 // goes (as with cuMemRelease): it leaves LiveCounts::chunks, its bytes stay in bytes_physical.
 // Options::physical_limit caps bytes_physical at create_chunk (OutOfMemory past it); an imported
 // chunk counts in bytes_physical (this process now holds that memory) but is never refused, since
-// importing allocates nothing. memory_info() reports the limit minus bytes_physical when one is set.
+// importing allocates nothing. memory_info() reports the limit minus bytes_physical when one is set,
+// else the machine's total and what host_available_memory_bytes() (or available_memory) leaves.
+//
+// Fork: the memory is not inherited (as device memory is not). Mappings are MADV_DONTFORK, and a
+// process other than the one that made the backend (a forked child, whose copy of the books names
+// pages it does not have) is refused every acquiring call with Unsupported. Its releasing calls
+// (destructors) act on its own copies only: its address space, its copies of the memfds. Without
+// this, a child and its parent would both hand out the same pages.
 //
 // What it never does: round sizes, cache chunks, or touch memory it did not reserve. Violated
 // preconditions of acquiring calls throw cuvmm::Error; the noexcept releasing calls assert in debug
 // builds and otherwise ignore the bad request, leaving everything as it was.
 #include <cuvmm/host_backend.hpp>
 
+#include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <cinttypes>
@@ -53,9 +66,11 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,6 +80,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 #include <utility>
+#include <vector>
 
 #include <cuvmm/error.hpp>
 
@@ -97,28 +113,130 @@ std::size_t common_multiple(std::size_t a, std::size_t b) noexcept {
   return factor > SIZE_MAX / b ? 0 : factor * b;
 }
 
-/// MemAvailable from /proc/meminfo in bytes; 0 when it cannot be read.
-std::size_t mem_available_bytes() noexcept {
-  std::FILE* file = std::fopen("/proc/meminfo", "re");
-  if (file == nullptr) return 0;
-  std::size_t bytes = 0;
-  char line[256];
-  while (std::fgets(line, sizeof line, file) != nullptr) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
-      bytes = static_cast<std::size_t>(kib) * KiB;
-      break;
-    }
+/// The start of file `path` (up to 8 KiB, enough for /proc/meminfo and a cgroup's memory.stat),
+/// read with plain system calls: this runs at every create_chunk. Empty when it cannot be read.
+std::string file_text(const char* path) {
+  int const fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string text(8 * KiB, '\0');
+  std::size_t filled = 0;
+  while (filled < text.size()) {
+    ssize_t const got = ::read(fd, text.data() + filled, text.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    filled += static_cast<std::size_t>(got);
   }
-  std::fclose(file);
-  return bytes;
+  ::close(fd);
+  text.resize(filled);
+  return text;
+}
+
+/// The number after `key` (at the start of a line, then blanks) in `text`; nullopt when absent or
+/// not a number (cgroup v2's "max").
+std::optional<std::size_t> number_after(std::string_view text, std::string_view key) {
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t const line_end = std::min(text.find('\n', at), text.size());
+    std::string_view const line = text.substr(at, line_end - at);
+    at = line_end + 1;
+    if (!line.starts_with(key)) continue;
+    std::string_view rest = line.substr(key.size());
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    if (rest.empty() || rest.front() < '0' || rest.front() > '9') return std::nullopt;
+    unsigned long long value = 0;
+    for (char const c : rest) {
+      if (c < '0' || c > '9') break;
+      if (value > (std::numeric_limits<unsigned long long>::max() - 9) / 10) return std::nullopt;
+      value = value * 10 + static_cast<unsigned long long>(c - '0');
+    }
+    return static_cast<std::size_t>(value);
+  }
+  return std::nullopt;
+}
+
+/// MemAvailable and MemTotal from /proc/meminfo in bytes; 0 for what cannot be read.
+struct MachineMemory {
+  std::size_t available = 0;
+  std::size_t total = 0;
+};
+MachineMemory machine_memory() {
+  std::string const meminfo = file_text("/proc/meminfo");
+  return {number_after(meminfo, "MemAvailable:").value_or(0) * KiB, number_after(meminfo, "MemTotal:").value_or(0) * KiB};
+}
+
+/// A directory of one of this process's memory cgroups, or of one above it.
+struct MemoryCgroup {
+  std::string limit;      // memory.max (v2) or memory.limit_in_bytes (v1)
+  std::string usage;      // memory.current or memory.usage_in_bytes
+  std::string stat;       // memory.stat
+  std::string_view inactive;  // the key of reclaimable file pages in memory.stat
+};
+
+/// The memory cgroups whose limits apply to this process: its own and those above it, in each
+/// hierarchy that has the memory controller (/proc/self/cgroup lines are "id:controllers:path";
+/// v2's has no controllers, v1's names "memory"). Found once per process: a process moved to
+/// another cgroup later is still checked against the first one's limits.
+const std::vector<MemoryCgroup>& memory_cgroups() {
+  static std::vector<MemoryCgroup> const found = [] {
+    std::vector<MemoryCgroup> cgroups;
+    std::string const self = file_text("/proc/self/cgroup");
+    for (std::size_t at = 0; at < self.size();) {
+      std::size_t const line_end = std::min(self.find('\n', at), self.size());
+      std::string const line = self.substr(at, line_end - at);
+      at = line_end + 1;
+      std::size_t const first = line.find(':');
+      std::size_t const second = first == std::string::npos ? first : line.find(':', first + 1);
+      if (second == std::string::npos) continue;
+      std::string const controllers = "," + line.substr(first + 1, second - first - 1) + ",";
+      bool const v2 = controllers == ",,";
+      if (!v2 && controllers.find(",memory,") == std::string::npos) continue;
+      std::string const root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+      for (std::string path = line.substr(second + 1);;) {
+        std::string const dir = root + path + (path.ends_with('/') ? "" : "/");
+        MemoryCgroup cgroup{dir + (v2 ? "memory.max" : "memory.limit_in_bytes"),
+                            dir + (v2 ? "memory.current" : "memory.usage_in_bytes"), dir + "memory.stat",
+                            v2 ? "inactive_file" : "total_inactive_file"};
+        if (::access(cgroup.limit.c_str(), R_OK) == 0) cgroups.push_back(std::move(cgroup));
+        if (path.empty() || path == "/") break;
+        path.erase(path.rfind('/'));
+        if (path.empty()) path = "/";
+      }
+    }
+    return cgroups;
+  }();
+  return found;
+}
+
+/// The least that any of this process's memory cgroups leaves: its limit minus the usage it
+/// cannot reclaim (inactive file pages it can). SIZE_MAX where none has a limit below the
+/// machine's memory `machine_total` (0: unknown): a limit as large leaves at least what the machine
+/// has free, and reading a cgroup's usage (memory.stat above all) is the costly part.
+std::size_t cgroups_room(std::size_t machine_total) {
+  std::size_t room = std::numeric_limits<std::size_t>::max();
+  std::size_t const unlimited = machine_total != 0 ? machine_total : std::size_t{1} << 62;
+  for (const MemoryCgroup& cgroup : memory_cgroups()) {
+    std::optional<std::size_t> const limit = number_after(file_text(cgroup.limit.c_str()), "");
+    if (!limit || *limit >= unlimited) continue;  // "max" (v2), or as large as the machine (v1 says ~2^63)
+    std::size_t const usage = number_after(file_text(cgroup.usage.c_str()), "").value_or(0);
+    std::size_t const reclaimable =
+        std::min(usage, number_after(file_text(cgroup.stat.c_str()), std::string(cgroup.inactive) + " ").value_or(0));
+    std::size_t const held = usage - reclaimable;
+    room = std::min(room, *limit > held ? *limit - held : 0);
+  }
+  return room;
 }
 
 }  // namespace
 
+std::size_t host_available_memory_bytes() {
+  MachineMemory const machine = machine_memory();
+  std::size_t const room = cgroups_room(machine.total);
+  return machine.available == 0 ? room : std::min(machine.available, room);
+}
+
 struct HostBackend::State {
   Options options;
   std::size_t page_size = 0;
+  pid_t owner = ::getpid();  // the process whose memory this is (a forked child is refused)
 
   mutable std::mutex mutex;          // guards everything below
   detail::BackendLedger ledger;      // ranges, chunks, mappings and the checks on them
@@ -136,6 +254,20 @@ struct HostBackend::State {
                                                         " (ChunkProperties::shareable)");
     }
     return memfds.at(static_cast<int>(handle.value)).get();
+  }
+
+  /// Whether this is the process that made the backend (false in a forked child).
+  bool in_owner() const noexcept { return ::getpid() == owner; }
+
+  /// Refuses an acquiring call `op` in a forked child (see the fork note at the top).
+  void check_owner(BackendOp op) const {
+    if (in_owner()) return;
+    throw_unsupported_capability(
+        "host-backend memory in a forked child",
+        "make a new HostBackend in the child: its memory is not inherited across fork, as device memory is not",
+        detail::call_name(op),
+        "process " + std::to_string(::getpid()) + " calls a HostBackend that process " + std::to_string(owner) +
+            " made; its mappings were not inherited and its books name the parent's pages");
   }
 };
 
@@ -177,13 +309,22 @@ Backend::MemoryInfo HostBackend::memory_info(int) const {
   struct sysinfo system {};
   if (::sysinfo(&system) != 0) throw_errno("sysinfo", errno, "reading the machine's memory size");
   info.total = static_cast<std::size_t>(system.totalram) * system.mem_unit;
-  info.free = mem_available_bytes();
-  if (info.free == 0) info.free = static_cast<std::size_t>(system.freeram) * system.mem_unit;
+  if (state_->options.available_memory != 0) {
+    std::lock_guard lock(state_->mutex);
+    std::size_t const in_use = state_->ledger.counts().bytes_physical;
+    info.free = state_->options.available_memory > in_use ? state_->options.available_memory - in_use : 0;
+  } else {
+    info.free = host_available_memory_bytes();
+    if (info.free == std::numeric_limits<std::size_t>::max())
+      info.free = static_cast<std::size_t>(system.freeram) * system.mem_unit;
+  }
+  info.free = std::min(info.free, info.total);
   return info;
 }
 
 Address HostBackend::reserve(std::size_t size, std::size_t alignment) {
   State& s = *state_;
+  s.check_owner(BackendOp::reserve);
   s.ledger.check_reserve(size, alignment);  // const and lock-free: the granularity never changes
   // The base is aligned to the granularity (so offsets that are multiples of it are valid map
   // targets) and to the requested alignment; at least a page, as mmap returns.
@@ -228,14 +369,17 @@ void HostBackend::free_range(Address base, std::size_t size) noexcept {
 ChunkHandle HostBackend::create_chunk(std::size_t size, const ChunkProperties& props) {
   State& s = *state_;
   std::string_view const call = detail::call_name(BackendOp::create_chunk);
+  s.check_owner(BackendOp::create_chunk);
   s.ledger.check_create(size, s.options.granularity);
   if (size > static_cast<std::size_t>(INT64_MAX)) {
     throw_invalid_argument(call, "size " + std::to_string(size) + " does not fit a file offset");
   }
   std::string const what = "creating a chunk of " + std::to_string(size) + " bytes";
 
-  // The bytes are held against the limit from the check on (so concurrent calls cannot both pass
-  // it); the kernel work runs outside the lock and the hold is given back if it fails.
+  // The machine's free memory is read before the lock (files under /proc and /sys).
+  std::size_t const machine_free = s.options.available_memory == 0 ? host_available_memory_bytes() : 0;
+  // The bytes are held against the limits from the check on (so concurrent calls cannot both pass
+  // them); the kernel work runs outside the lock and the hold is given back if it fails.
   {
     std::lock_guard lock(s.mutex);
     std::size_t const limit = s.options.physical_limit;
@@ -243,6 +387,17 @@ ChunkHandle HostBackend::create_chunk(std::size_t size, const ChunkProperties& p
     if (limit != 0 && (size > limit || in_use > limit - size)) {
       throw_out_of_memory(call, what + ": " + std::to_string(in_use) + " of the " + std::to_string(limit) +
                                     " bytes allowed (HostBackend::Options::physical_limit) are in use");
+    }
+    // Chunks being created by other threads may not show in the machine's reading yet.
+    std::size_t const taken = s.options.available_memory != 0 ? in_use : s.bytes_held;
+    std::size_t const available = s.options.available_memory != 0 ? s.options.available_memory : machine_free;
+    std::size_t const free = available > taken ? available - taken : 0;
+    if (size > free) {
+      throw_out_of_memory(call, what + ": the machine has " + std::to_string(free) + " bytes free for it (" +
+                                    (s.options.available_memory != 0
+                                         ? std::string("HostBackend::Options::available_memory")
+                                         : std::string("MemAvailable and the cgroup's memory limit")) +
+                                    "); the kernel would have to kill a process to give more");
     }
     s.bytes_held += size;
   }
@@ -288,12 +443,14 @@ void HostBackend::release_chunk(ChunkHandle handle) noexcept {
 }
 
 ChunkInfo HostBackend::chunk_info(ChunkHandle handle) const {
+  state_->check_owner(BackendOp::chunk_info);
   std::lock_guard lock(state_->mutex);
   return *state_->ledger.chunk(handle, BackendOp::chunk_info).info;
 }
 
 void HostBackend::map(Address address, std::size_t size, ChunkHandle handle) {
   State& s = *state_;
+  s.check_owner(BackendOp::map);
   // MAP_FIXED replaces whatever is there: the check and the mmap happen under one lock.
   std::lock_guard lock(s.mutex);
   s.ledger.check_map(address, size, handle);
@@ -303,6 +460,8 @@ void HostBackend::map(Address address, std::size_t size, ChunkHandle handle) {
     throw_errno("mmap", errno, "mapping chunk " + std::to_string(handle.value) + " at " + hex(address));
   }
   try {
+    if (::madvise(at, size, MADV_DONTFORK) != 0)  // not inherited by a forked child (fork note above)
+      throw_errno("madvise(MADV_DONTFORK)", errno, "mapping chunk " + std::to_string(handle.value) + " at " + hex(address));
     s.ledger.add_mapping(address, size, handle);
   } catch (...) {
     ::mmap(reinterpret_cast<void*>(address), size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -329,6 +488,7 @@ void HostBackend::unmap(Address address, std::size_t size) noexcept {
 
 void HostBackend::set_access(Address address, std::size_t size, std::span<const AccessGrant> grants) {
   State& s = *state_;
+  s.check_owner(BackendOp::set_access);
   std::lock_guard lock(s.mutex);
   s.ledger.check_set_access(address, size, grants);
   // The host has one accessor (the CPU): the most permissive grant applies to the whole span.
@@ -346,6 +506,7 @@ void HostBackend::set_access(Address address, std::size_t size, std::span<const 
 }
 
 UniqueFd HostBackend::export_posix_fd(ChunkHandle handle) {
+  state_->check_owner(BackendOp::export_posix_fd);
   std::lock_guard lock(state_->mutex);
   int const memfd = state_->shareable_memfd(BackendOp::export_posix_fd, handle, HandleType::posix_fd, "a POSIX fd");
   int const fd = ::fcntl(memfd, F_DUPFD_CLOEXEC, 0);
@@ -356,6 +517,7 @@ UniqueFd HostBackend::export_posix_fd(ChunkHandle handle) {
 ChunkHandle HostBackend::import_posix_fd(int fd, std::size_t expected_size) {
   State& s = *state_;
   std::string_view const call = detail::call_name(BackendOp::import_posix_fd);
+  s.check_owner(BackendOp::import_posix_fd);
   if (fd < 0) throw_invalid_argument(call, "fd " + std::to_string(fd) + " is not a descriptor");
   std::string const what = "importing fd " + std::to_string(fd);
   struct stat status {};
@@ -446,6 +608,7 @@ UniqueFd open_peer_fd(std::uint32_t pid, std::uint32_t fd, const std::string& wh
 }  // namespace
 
 FabricHandle HostBackend::export_fabric(ChunkHandle handle) {
+  state_->check_owner(BackendOp::export_fabric);
   std::lock_guard lock(state_->mutex);
   int const memfd = state_->shareable_memfd(BackendOp::export_fabric, handle, HandleType::fabric, "a fabric handle");
   std::size_t const size = state_->ledger.chunk(handle, BackendOp::export_fabric).size;
@@ -464,6 +627,7 @@ FabricHandle HostBackend::export_fabric(ChunkHandle handle) {
 
 ChunkHandle HostBackend::import_fabric(const FabricHandle& handle, std::size_t size) {
   std::string_view const call = detail::call_name(BackendOp::import_fabric);
+  state_->check_owner(BackendOp::import_fabric);
   bool const tagged = std::memcmp(handle.data, host_handle_tag, sizeof host_handle_tag) == 0;
   bool padding_clear = get_bytes<std::uint32_t>(handle, 20) == 0;
   for (std::size_t i = end_at; i < sizeof handle.data; ++i) padding_clear = padding_clear && handle.data[i] == std::byte{0};

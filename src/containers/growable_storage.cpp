@@ -100,6 +100,10 @@ AddressRange reserve_range(Backend& backend, const GrowableOptions& options, std
     for (int device : devices) wanted += backend.memory_info(device).total;
   }
   wanted = round_up(wanted, granularity);
+  if (options.min_capacity_bytes > SIZE_MAX - (granularity - 1)) {
+    throw_invalid_argument("GrowableStorage", "min_capacity_bytes " + std::to_string(options.min_capacity_bytes) +
+                                                  " cannot be rounded to the granularity " + std::to_string(granularity));
+  }
   std::size_t const floor = std::max(round_up(options.min_capacity_bytes, granularity), granularity);
   if (wanted == 0) {
     throw_invalid_argument("GrowableStorage", "max_capacity_bytes " + std::to_string(options.max_capacity_bytes) +

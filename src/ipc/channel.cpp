@@ -7,9 +7,12 @@
 // wire_message_bytes (SOCK_SEQPACKET delivers it whole: MSG_TRUNC reveals anything longer).
 // Never does: block without a bound (receives poll with the policy's timeout first; sends are
 // non-blocking and wait in poll up to send_timeout), raise SIGPIPE, or keep a connection whose
-// peer was refused.
+// peer was refused. Blames the peer (protocol_violation) only for what the peer did: when this
+// process has no free descriptor for an fd that arrives (the kernel drops it and reports
+// MSG_CTRUNC), the error is this process's own (errno EMFILE or ENFILE).
 #include <cuvmm/ipc/channel.hpp>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,6 +35,17 @@ namespace {
 /// More fds than a message may carry are still received (then refused), up to this many; past it
 /// the kernel closes the rest itself (MSG_CTRUNC).
 constexpr std::size_t max_received_fds = 8;
+
+/// Why this process cannot open another descriptor now: EMFILE (its limit, RLIMIT_NOFILE) or
+/// ENFILE (the system's), as a dup reports it; EMFILE if one has come free since.
+int no_free_descriptor(int any_fd) noexcept {
+  int const probe = ::fcntl(any_fd, F_DUPFD_CLOEXEC, 0);
+  if (probe >= 0) {
+    ::close(probe);
+    return EMFILE;
+  }
+  return errno == ENFILE ? ENFILE : EMFILE;
+}
 
 std::string credentials_text(const PeerCredentials& peer) {
   return "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) + ")";
@@ -257,6 +271,15 @@ std::optional<Received> Channel::receive_within(int timeout) {
     throw_peer_closed(call, "the peer " + credentials_text(peer_) + " closed the connection (it exited or was killed)");
   }
   if (length == 0) refuse("an empty message (0 bytes, " + std::to_string(fds.size()) + " descriptors)");
+  if ((header.msg_flags & MSG_CTRUNC) != 0 && fds.size() < max_received_fds) {
+    // The kernel stops passing descriptors when this process cannot take one more (EMFILE,
+    // ENFILE): with room for all of them in `control`, truncation is ours, not the peer's doing.
+    int const error = no_free_descriptor(socket_.get());
+    socket_.reset();  // the message's descriptor is lost: the stream cannot go on
+    throw_errno("recvmsg", error,
+                "receiving a message from " + source + ": this process could not take the descriptor that came with it (" +
+                    std::to_string(fds.size()) + " of them arrived); the message was lost and the connection was closed");
+  }
   if ((header.msg_flags & MSG_CTRUNC) != 0)
     refuse("more than " + std::to_string(max_received_fds) + " descriptors came with it");
   if (static_cast<std::size_t>(length) > bytes.size())  // MSG_TRUNC: the length it really had

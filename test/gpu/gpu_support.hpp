@@ -79,9 +79,11 @@ inline constexpr std::uint32_t poison = 0xA5C3E10Fu;
 
 /// Records the real observables now; verify() checks they came back.
 ///
-/// Two observables: the backend's live objects (exactly what cuvmm holds: ranges, chunks, mappings
-/// and their bytes) and the device's free memory (so a chunk the backend forgot to release is seen
-/// too). Free memory also moves with what the CUDA runtime takes for itself and keeps: since CUDA
+/// The observable that decides: the backend's live objects (exactly what cuvmm holds: ranges,
+/// chunks, mappings and their bytes), which no other process can move. The device's free memory
+/// (which would also show a chunk the backend forgot in its books) is compared only where the
+/// GPU is this process's alone, said by CUVMM_TEST_GPU_ALONE=1: on a shared GPU another process's
+/// allocations move it. Free memory also moves with what the CUDA runtime takes for itself and keeps: since CUDA
 /// 12.2 modules are loaded lazily, at the first launch of one of their kernels (CUDA_MODULE_LOADING
 /// unset or LAZY), and that memory is never given back. So a baseline is valid only after every
 /// kernel the measured code launches has run once. init_runtime() runs the kernels of kernels.cu;
@@ -90,8 +92,8 @@ inline constexpr std::uint32_t poison = 0xA5C3E10Fu;
 class LeakCheck {
  public:
   explicit LeakCheck(const Backend& backend, int device = 0);
-  /// The backend's live objects equal the baseline and the device's free memory is within one
-  /// granularity of it.
+  /// The backend's live objects equal the baseline; with CUVMM_TEST_GPU_ALONE=1, the device's
+  /// free memory is within one granularity of it too.
   void verify() const;
 
  private:

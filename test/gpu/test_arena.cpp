@@ -3,6 +3,7 @@
 // and the cuda::mr resource.
 #include <catch2/catch_test_macros.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include <cuvmm/arena.hpp>
 #include <cuvmm/cuda_backend.hpp>
+#include <cuvmm/error.hpp>
 
 #include "arena_battery.hpp"
 #include "arena_ops.hpp"
@@ -143,4 +145,43 @@ TEST_CASE("the Arena serves cuda::mr through ArenaResource", "[arena][gpu]") {
   CHECK(cuda_mr_round_trip(arena, 777, stream.get()) == 0);
   CHECK(arena.stats().allocations.total == 2);
   CHECK(arena.stats().allocations.current == 0);
+}
+
+TEST_CASE("on the device, options that overflow are refused by name and a request past the device is OutOfMemory",
+          "[arena][gpu][limit]") {
+  require_gpu();
+  init_runtime();
+  CudaBackend& cuda = cuda_backend(0);
+  LiveCounts const held_before = cuda.live_counts();
+  auto const refusal = [&](ArenaOptions options) {
+    try {
+      Arena arena(cuda, std::move(options));
+    } catch (const cuvmm::Error& e) {
+      CHECK(e.is(ErrorCode::invalid_argument));
+      return e.context();
+    }
+    FAIL("the options were taken");
+    return std::string();
+  };
+  ArenaOptions huge;
+  huge.address_space_bytes = SIZE_MAX;
+  CHECK(refusal(huge).find("ArenaOptions::address_space_bytes 18446744073709551615 does not fit") == 0);
+  CHECK(refusal(parse_arena_options("address_space_bytes:18446744073709551615"))
+            .find("ArenaOptions::address_space_bytes") == 0);
+  std::size_t const granularity = cuda.granularity(ChunkProperties{.device = 0});
+  ArenaOptions half_page;
+  half_page.large_page_bytes = granularity / 2;  // below the page: not a multiple of it
+  CHECK(refusal(half_page).find("ArenaOptions::large_page_bytes") == 0);
+  CHECK(cuda.live_counts() == held_before);  // refused before anything was taken
+
+  // Twice the device's memory: OutOfMemory, every page made for it given back, the arena usable.
+  Arena arena(cuda);
+  std::size_t const total = cuda.memory_info(0).total;
+  std::size_t const too_much = round_up(2 * total, arena.page_bytes());
+  CHECK_THROWS_AS(arena.allocate(too_much), cuvmm::OutOfMemory);
+  CHECK(arena.stats().bytes_physical.current == 0);
+  CHECK(cuda.live_counts().chunks == held_before.chunks);
+  void* p = arena.allocate(1 << 20);
+  CHECK(p != nullptr);
+  arena.deallocate(p, 1 << 20);
 }

@@ -3,6 +3,11 @@
 // child that exports prints "cuvmm-ipc-socket PATH" so its parent knows where to connect.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +16,8 @@
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
+
+#include <cuvmm/error.hpp>
 
 #include "child_process.hpp"
 
@@ -54,5 +61,36 @@ inline RunningProgram start_importer_child(std::string_view test_name, std::stri
 inline RunningProgram start_exporter_child(std::string_view test_name, std::string_view role, std::uint64_t seed) {
   return start_child(test_name, role, {setting(seed_variable, std::to_string(seed))});
 }
+
+/// While it lives, this process can open no further descriptor: RLIMIT_NOFILE's soft limit is
+/// lowered to the lowest free descriptor number (the old limit comes back when it goes). For a
+/// child process that checks what running out of descriptors does.
+class NoFreeDescriptors {
+ public:
+  NoFreeDescriptors() {
+    // UBSan checks the dynamic type of an object it has not seen before by copying its memory
+    // through a pipe (two descriptors): an error made once before the limit is its cache's.
+    try {
+      throw_errno("NoFreeDescriptors", EMFILE, "warming up the sanitizers' type cache");
+    } catch (const Error&) {
+    }
+    int const lowest_free = ::fcntl(STDIN_FILENO, F_DUPFD, 0);
+    REQUIRE(lowest_free >= 0);
+    ::close(lowest_free);
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved_) == 0);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = static_cast<rlim_t>(lowest_free);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+    errno = 0;
+    REQUIRE(::fcntl(STDIN_FILENO, F_DUPFD, 0) < 0);
+    REQUIRE(errno == EMFILE);
+  }
+  NoFreeDescriptors(const NoFreeDescriptors&) = delete;
+  NoFreeDescriptors& operator=(const NoFreeDescriptors&) = delete;
+  ~NoFreeDescriptors() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+
+ private:
+  rlimit saved_{};
+};
 
 }  // namespace cuvmm::test

@@ -22,6 +22,7 @@
 #include <cuvmm/ipc/message.hpp>
 
 #include "host_memory.hpp"
+#include "ipc_children.hpp"
 #include "observables.hpp"
 
 using Catch::Matchers::ContainsSubstring;
@@ -363,4 +364,31 @@ TEST_CASE("send_datagram sends bytes and descriptors whole, refuses more than ma
   CHECK(sent == -1);
   CHECK(errno == EAGAIN);
   CHECK(sends > 0);
+}
+
+TEST_CASE("an importer with no free descriptor reports its own EMFILE, not a protocol violation by its peer",
+          "[ipc][channel][limit]") {
+  // Exit codes of the child: what receive() did.
+  enum : int { own_error = 0, blamed_peer = 2, other_error = 3, received = 4, still_connected = 5 };
+  auto const outcome = cuvmm::test::run_in_child([] {
+    Listener listener(quick_policy());
+    Channel client = Channel::connect(listener.socket_path(), quick_policy());
+    Channel server = listener.accept();
+    UniqueFd const memfd = make_memfd(8192);
+    cuvmm::test::NoFreeDescriptors const none;
+    client.send(fd_chunk(0, 8192, 1), memfd.get());  // sending takes no new descriptor
+    try {
+      (void)server.receive();
+      ::_exit(received);
+    } catch (const cuvmm::Error& e) {
+      if (e.is(cuvmm::ErrorCode::protocol_violation)) ::_exit(blamed_peer);
+      if (e.domain() != cuvmm::ErrorDomain::posix || e.code() != EMFILE || e.call() != "recvmsg" ||
+          std::string(e.what()).find("could not take the descriptor") == std::string::npos)
+        ::_exit(other_error);
+      if (server.connected()) ::_exit(still_connected);
+    }
+    ::_exit(own_error);
+  });
+  CHECK_FALSE(outcome.signaled);
+  CHECK(outcome.exit_code == own_error);
 }

@@ -3,13 +3,15 @@
 // and writes back; a read-only importer's kernel write faults (in its own process: the fault
 // poisons its context); device memory stays valid after the exporting process exits; and the
 // fabric path (what an MPI exchange would create) ends, without an IMEX channel, in Unsupported
-// naming the channel device and the administrator's remedy.
+// naming the channel device and the administrator's remedy; an importer that has no free
+// descriptor when a chunk arrives reports its own EMFILE, not a protocol violation by the exporter.
 #include <cuda.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include <catch2/catch_test_macros.hpp>
@@ -135,6 +137,31 @@ TEST_CASE("a read-only GPU importer process reads the data, and its kernel's wri
             .mismatches == 0);  // the faulting write changed nothing
 }
 
+TEST_CASE("a GPU importer process with no free descriptor reports its own EMFILE; the exporter drops it and goes on",
+          "[gpu][ipc][limit]") {
+  cuvmm::test::require_gpu();
+  cuvmm::test::init_runtime();
+  cuvmm::CudaBackend cuda(0);
+  std::size_t const g = granularity_of(cuda);
+  SharedBufferExporter exporter(cuda, growable(g), patient_policy());
+  std::uint64_t const seed = cuvmm::test::test_seed(43);
+  CAPTURE(seed);
+  auto child = cuvmm::test::start_importer_child(importer_case, "no_free_descriptor", exporter.socket_path(), seed);
+  exporter.accept_importer();
+  grow_and_publish(exporter, seed, g, 1);  // one chunk, its POSIX fd sent to the importer
+  cuvmm::test::ProgramRun const run = child.wait();
+  INFO("importer output:\n" << run.output);
+  CHECK(run.exit_status == 0);
+  CHECK_THAT(run.output, ContainsSubstring(std::string(fault_marker) + "EMFILE"));
+  // The importer hung up: the next announcement finds it gone and drops it; the exporter goes on.
+  grow_and_publish(exporter, seed, g, std::size(step_granules));
+  CHECK(exporter.importer_count() == 0);
+  CHECK(exporter.take_dropped_importers().size() == 1);
+  cuvmm::test::Stream const stream;
+  CHECK(check_pattern(device_pointer<const std::uint32_t>(exporter.data()), final_bytes(g) / 4, seed, stream.get())
+            .mismatches == 0);
+}
+
 TEST_CASE("gpu importer process", "[.][child]") {
   std::string const role = cuvmm::test::child_role();
   if (role.empty()) SKIP("runs only in a child process started by a GPU sharing test");
@@ -146,6 +173,28 @@ TEST_CASE("gpu importer process", "[.][child]") {
   SharedBufferImporter importer(cuda, cuvmm::test::child_setting(cuvmm::test::socket_variable), access,
                                 patient_policy());
   CHECK(importer.max_capacity() == max_granules * g);
+  if (role == "no_free_descriptor") {  // the chunk's fd arrives when this process can take no descriptor
+    std::optional<cuvmm::Error> refused;
+    {
+      cuvmm::test::NoFreeDescriptors const none;
+      try {
+        importer.wait_for_size(step_bytes(0, g));
+      } catch (const cuvmm::Error& e) {
+        refused = e;
+      }
+    }
+    REQUIRE(refused);
+    INFO(refused->what());
+    CHECK_FALSE(refused->is(cuvmm::ErrorCode::protocol_violation));
+    CHECK(refused->domain() == cuvmm::ErrorDomain::posix);
+    CHECK(refused->code_name() == "EMFILE");
+    CHECK(refused->call() == "recvmsg");
+    CHECK(importer.size() == 0);
+    CHECK(cuda.live_counts().mappings == 0);
+    std::printf("%.*s%s\n", static_cast<int>(fault_marker.size()), fault_marker.data(), refused->code_name().c_str());
+    std::fflush(stdout);
+    return;
+  }
   cuvmm::test::Stream const stream;
   for (std::size_t i = 0; i < std::size(step_granules); ++i) {
     std::size_t const bytes = step_bytes(i, g);

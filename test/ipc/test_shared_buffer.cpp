@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -138,6 +139,28 @@ TEST_CASE("importer process", "[.][child]") {
   Access const access = role == "read_only" ? Access::read : Access::read_write;
   SharedBufferImporter importer(host, cuvmm::test::child_setting(cuvmm::test::socket_variable), access, quick_policy());
   CHECK(importer.max_capacity() == max_bytes);
+  if (role == "no_free_descriptor") {
+    std::optional<cuvmm::Error> refused;
+    {
+      cuvmm::test::NoFreeDescriptors const none;
+      try {
+        importer.wait_for_size(steps[0]);
+      } catch (const cuvmm::Error& e) {
+        refused = e;
+      }
+    }
+    REQUIRE(refused);
+    INFO(refused->what());
+    CHECK_FALSE(refused->is(cuvmm::ErrorCode::protocol_violation));
+    CHECK(refused->domain() == cuvmm::ErrorDomain::posix);
+    CHECK(refused->code_name() == "EMFILE");
+    CHECK(refused->call() == "recvmsg");
+    CHECK(importer.size() == 0);  // nothing was applied
+    CHECK(host.live_counts().mappings == 0);
+    std::printf("cuvmm-child-result %s\n", refused->code_name().c_str());
+    std::fflush(stdout);
+    return;
+  }
   CHECK(importer.access() == access);
   auto const data = random_bytes(final_size, seed);
   for (std::size_t const size : steps) {
@@ -153,12 +176,31 @@ TEST_CASE("importer process", "[.][child]") {
   if (role == "read_only") {
     CHECK(cuvmm::test::protection_at(importer.data()) == "r--s");
     cuvmm::Address const target = importer.data() + G;
-    auto const outcome = cuvmm::test::run_in_child([target] { cuvmm::test::touch_write(target, 0x5A); });
-    CHECK(outcome.signaled);
-    CHECK(outcome.signal == SIGSEGV);
+    CHECK(cuvmm::test::write_refused(target));
+    CHECK_FALSE(cuvmm::test::read_refused(target));
   } else {
     cuvmm::test::write_bytes(importer.data() + final_size - G, random_bytes(G, seed + 1));
   }
+}
+
+TEST_CASE("an importer process with no free descriptor reports its own EMFILE; the exporter drops it and goes on",
+          "[ipc][shared][process][limit]") {
+  HostBackend host(cuvmm::test::small_host_options());
+  SharedBufferExporter exporter(host, growable(), quick_policy());
+  std::uint64_t const seed = test_seed() + 9;
+  auto child = cuvmm::test::start_importer_child(importer_case, "no_free_descriptor", exporter.socket_path(), seed);
+  exporter.accept_importer();
+  auto const data = random_bytes(final_size, seed);
+  grow_and_publish(exporter, data, 1);
+  cuvmm::test::ProgramRun const run = child.wait();
+  INFO("importer output:\n" << run.output);
+  CHECK(run.exit_status == 0);
+  CHECK_THAT(run.output, ContainsSubstring("cuvmm-child-result EMFILE"));
+  // The importer hung up: the next announcement finds it gone and drops it; the exporter goes on.
+  grow_and_publish(exporter, data, std::size(steps));
+  CHECK(exporter.importer_count() == 0);
+  CHECK(exporter.take_dropped_importers().size() == 1);
+  CHECK(same_bytes(exporter.data(), data, final_size));
 }
 
 TEST_CASE("imported memory stays valid after the exporter process exits, until the importer releases it",

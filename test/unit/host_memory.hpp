@@ -1,6 +1,6 @@
 // Helpers for unit tests that look at real host virtual memory: what /proc/self/maps says about an
-// address, random data and poisoned buffers, capturing a thrown cuvmm error, and running a memory
-// access in a child process to see whether it faults.
+// address, random data and poisoned buffers, capturing a thrown cuvmm error, asking the kernel
+// whether an access would fault, and running code in a forked child.
 #pragma once
 
 #include <fcntl.h>
@@ -173,6 +173,36 @@ ChildOutcome run_in_child(Body&& body, bool quiet = false) {
     outcome.exit_code = WEXITSTATUS(status);
   }
   return outcome;
+}
+
+/// Whether the memory at `address` refuses a read, asked of the kernel in this process: it
+/// copies a byte from there into a pipe, which fails with EFAULT exactly where a load would fault.
+/// (A forked child cannot be asked: host-backend mappings are not inherited across fork.)
+inline bool read_refused(Address address) {
+  int ends[2] = {-1, -1};
+  if (::pipe2(ends, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+  ssize_t const copied = ::write(ends[1], reinterpret_cast<const void*>(address), 1);
+  int const error = errno;
+  ::close(ends[0]);
+  ::close(ends[1]);
+  if (copied < 0 && error != EFAULT) throw std::runtime_error("write to a pipe failed");
+  return copied != 1;
+}
+
+/// Whether the memory at `address` refuses a write, asked of the kernel in this process (a byte
+/// read from a pipe into it: EFAULT exactly where a store would fault). Where it is allowed, the
+/// byte 0x5A is written there.
+inline bool write_refused(Address address) {
+  int ends[2] = {-1, -1};
+  if (::pipe2(ends, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+  char const mark = 0x5A;
+  if (::write(ends[1], &mark, 1) != 1) throw std::runtime_error("write to a pipe failed");
+  ssize_t const copied = ::read(ends[0], reinterpret_cast<void*>(address), 1);
+  int const error = errno;
+  ::close(ends[0]);
+  ::close(ends[1]);
+  if (copied < 0 && error != EFAULT) throw std::runtime_error("read from a pipe failed");
+  return copied != 1;
 }
 
 /// A read that the compiler cannot drop.

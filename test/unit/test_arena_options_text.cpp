@@ -3,7 +3,10 @@
 // names the pair and says what it wants, and changes nothing.
 #include <catch2/catch_test_macros.hpp>
 
+#include <catch2/matchers/catch_matchers_string.hpp>
+
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -11,6 +14,7 @@
 #include <cuvmm/error.hpp>
 #include <cuvmm/host_backend.hpp>
 
+#include "allocators/arena_options.hpp"
 #include "host_memory.hpp"
 
 using namespace cuvmm;
@@ -134,4 +138,109 @@ TEST_CASE("an Arena made from parsed options has them", "[arena][options_text]")
   CHECK_THROWS_AS(arena.allocate(300 * MiB), OutOfMemory);
   // A value the Arena refuses is refused when the Arena is made, as for any options.
   CHECK_THROWS_AS(Arena(backend, parse_arena_options("large_page_bytes:48MiB")), Error);
+}
+
+// --- linear work ---------------------------------------------------------------------------------
+
+namespace {
+
+/// The characters parse_arena_options examines for `text` (which it must accept).
+std::size_t examined_for(const std::string& text) {
+  std::size_t examined = 0;
+  (void)detail::parse_arena_options_counting(text, ArenaOptions{}, examined);
+  return examined;
+}
+
+}  // namespace
+
+TEST_CASE("parsing examines each character of a text a bounded number of times, however long", "[arena][options_text]") {
+  constexpr std::size_t half = 80 * 1024;  // 160 KB texts, four times CUVMM_ARENA_CONF's 40 KB of a slow report
+  // Every pair looked at the blanks after it once more, and every pair here is empty.
+  std::string const commas_then_blanks = std::string(half, ',') + std::string(half, ' ');
+  std::string const blank_pairs = [] {
+    std::string t;
+    while (t.size() < 2 * half) t += " \t ,";
+    return t;
+  }();
+  std::string const wide_values = "page_bytes:" + std::string(half, ' ') + "4MiB," + std::string(half, '\t') +
+                                  "byte_limit:1GiB";
+  for (const std::string* text : {&commas_then_blanks, &blank_pairs, &wide_values}) {
+    CAPTURE(text->size());
+    std::size_t const examined = examined_for(*text);
+    CAPTURE(examined);
+    CHECK(examined >= text->size());          // every character is looked at
+    CHECK(examined <= 3 * text->size() + 64);  // and none more than three times
+  }
+  ArenaOptions const wide = parse_arena_options(wide_values);
+  CHECK(wide.page_bytes == 4 * MiB);
+  CHECK(wide.byte_limit == 1 * GiB);
+  // Twice the text, twice the work (not four times).
+  std::string const doubled = std::string(2 * half, ',') + std::string(2 * half, ' ');
+  CHECK(examined_for(doubled) <= 2 * examined_for(commas_then_blanks) + 64);
+}
+
+// --- sizes that overflow or contradict each other -------------------------------------------------
+
+namespace {
+
+/// The message of the invalid_argument Error that making an Arena from `options` throws.
+std::string arena_refusal(Backend& backend, const ArenaOptions& options) {
+  auto const error = test::thrown_by<Error>([&] { Arena arena(backend, options); });
+  CHECK(error.is(ErrorCode::invalid_argument));
+  CHECK(error.call() == "Arena");
+  return error.context();
+}
+
+}  // namespace
+
+TEST_CASE("an Arena refuses sizes that overflow or contradict each other, naming the option", "[arena][options]") {
+  HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
+  constexpr std::size_t most = std::numeric_limits<std::size_t>::max();
+  using Catch::Matchers::ContainsSubstring;
+
+  ArenaOptions huge;
+  huge.address_space_bytes = most;
+  CHECK_THAT(arena_refusal(backend, huge),
+             ContainsSubstring("ArenaOptions::address_space_bytes 18446744073709551615 does not fit in 64 bits once "
+                               "rounded up to whole pages of 33554432 bytes"));
+  // The same through CUVMM_ARENA_CONF's text: the parser takes the number, the Arena refuses it.
+  CHECK_THAT(arena_refusal(backend, parse_arena_options("address_space_bytes:18446744073709551615")),
+             ContainsSubstring("ArenaOptions::address_space_bytes 18446744073709551615 does not fit"));
+  ArenaOptions nearly = huge;
+  nearly.address_space_bytes = most - 32 * MiB + 2;  // one byte short of a whole page still overflows
+  CHECK_THAT(arena_refusal(backend, nearly), ContainsSubstring("does not fit in 64 bits"));
+
+  ArenaOptions small_large;
+  small_large.large_page_bytes = 1 * MiB;  // below the 2 MiB page: was quietly turned off
+  CHECK(arena_refusal(backend, small_large) ==
+        "ArenaOptions::large_page_bytes 1048576 is not a power of two multiple of the page size 2097152 (0 turns "
+        "large pages off)");
+  ArenaOptions odd_large;
+  odd_large.large_page_bytes = 48 * MiB;
+  CHECK_THAT(arena_refusal(backend, odd_large), ContainsSubstring("large_page_bytes 50331648 is not a power of two"));
+  ArenaOptions odd_page;
+  odd_page.page_bytes = 3 * MiB;
+  CHECK(arena_refusal(backend, odd_page) == "ArenaOptions::page_bytes 3145728 is not a multiple of the granularity 2097152");
+  CHECK(backend.live_counts() == LiveCounts{});  // refused before anything was taken
+
+  // What stays allowed: large pages off, a large page the size of a page (off too), the largest
+  // address space that rounds up without overflow (its reservation then fails on its own terms).
+  ArenaOptions off;
+  off.large_page_bytes = 0;
+  off.address_space_bytes = 64 * MiB;
+  CHECK(Arena(backend, off).large_page_bytes() == 0);
+  off.large_page_bytes = 2 * MiB;
+  CHECK(Arena(backend, off).large_page_bytes() == 0);
+  detail::ArenaGeometry const edge = [&] {
+    ArenaOptions o;
+    o.address_space_bytes = most - 32 * MiB + 1;
+    return detail::check_arena_geometry(o, 2 * MiB, 1 * GiB);
+  }();
+  CHECK(edge.address_space == most - 32 * MiB + 1);
+  CHECK(edge.large_page == 32 * MiB);
+  CHECK(edge.page == 2 * MiB);
+  // The default (8 times the device's memory) is refused when it would overflow.
+  auto const device_overflow = test::thrown_by<Error>(
+      [] { (void)detail::check_arena_geometry(ArenaOptions{}, 2 * MiB, most / 4); });
+  CHECK_THAT(device_overflow.context(), ContainsSubstring("ArenaOptions::address_space_bytes 0 (the default) overflows"));
 }

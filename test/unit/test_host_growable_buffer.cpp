@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <list>
 #include <new>
 #include <random>
@@ -392,4 +393,24 @@ TEST_CASE("the std::vector surface matches std::vector through random operation 
   HostGrowableBuffer<std::uint16_t> same(backend, capped(4 * MiB));
   same.append(std::span<const std::uint16_t>(model));
   CHECK(buffer == same);
+}
+
+TEST_CASE("a min_capacity_bytes that overflows when rounded to the granularity is refused", "[growable][host][options]") {
+  HostBackend backend(small_granules());
+  GrowableOptions o = capped(16 * granule);
+  o.min_capacity_bytes = std::numeric_limits<std::size_t>::max() - granule + 2;  // rounds past 2^64
+  try {
+    HostGrowableBuffer<int> buffer(backend, o);
+    buffer.reserve(1);
+    FAIL("min_capacity_bytes " << o.min_capacity_bytes << " was taken");
+  } catch (const Error& e) {
+    CHECK(e.is(ErrorCode::invalid_argument));
+    CHECK(e.context() == "min_capacity_bytes " + std::to_string(o.min_capacity_bytes) +
+                             " cannot be rounded to the granularity " + std::to_string(granule));
+  }
+  CHECK(backend.live_counts() == LiveCounts{});
+  o.min_capacity_bytes = 4 * granule;  // an ordinary floor is still taken
+  HostGrowableBuffer<int> fine(backend, o);
+  fine.reserve(1);
+  CHECK(fine.max_capacity() * sizeof(int) == 16 * granule);
 }

@@ -32,10 +32,8 @@ GrowableOptions over(std::vector<int> devices, Placement placement) {
   return options;
 }
 
-bool write_faults(Address address) {
-  auto const outcome = test::run_in_child([address] { test::touch_write(address, 0x5A); });
-  return outcome.signaled && outcome.signal == SIGSEGV;
-}
+/// Whether writing `address` faults (asked of the kernel: mappings are not inherited across fork).
+bool write_faults(Address address) { return test::write_refused(address); }
 
 /// Grows the buffer in uneven steps, so chunk sizes differ (1 to 8 granules).
 void grow_unevenly(HostGrowableBuffer<std::uint8_t>& buffer) {
