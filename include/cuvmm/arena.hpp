@@ -50,6 +50,8 @@ namespace cuvmm {
 
 /// ArenaOptions::address_space_bytes when 0: this many times the device's memory.
 inline constexpr std::size_t default_address_space_factor = 8;
+/// ArenaOptions::max_lent_bytes when 0: the device's memory (or byte_limit) divided by this.
+inline constexpr std::size_t default_max_lent_share = 20;
 
 struct ArenaOptions {
   /// The device whose memory the pages are (CUDA backend) and who gets access by default.
@@ -83,6 +85,14 @@ struct ArenaOptions {
   /// a large request takes large pages then small ones, for programs that prefer memory over time.
   /// When the device cannot give the whole last large page, the request is served without it.
   bool share_large_page_tails = true;
+  /// Most bytes lent at once (ArenaStats::bytes_lent): a large request whose tail would lend more
+  /// is served as with share_large_page_tails off (large pages, then small ones), and no cached
+  /// large page is lent to small requests. Lent slots of a large page that a live allocation uses
+  /// cannot be given back to the device, so this bounds what rule "a request that free memory
+  /// could serve succeeds" may miss by. 0: default_max_lent_share (1/20) of the device's memory
+  /// (or of byte_limit when that is smaller). Lower trades time for utilization: docs/DESIGN.md
+  /// ("Lent memory: the frontier") shows the measured trade and the benchmark that measures it.
+  std::size_t max_lent_bytes = 0;
   /// Most physical bytes the arena may hold at once. 0: as much as the device gives.
   std::size_t byte_limit = 0;
   /// Generic compression on every page: none, preferred (ordinary memory where the device does
@@ -99,7 +109,7 @@ inline constexpr const char* arena_conf_variable = "CUVMM_ARENA_CONF";
 
 /// `base` with the options that `text` sets: comma-separated `key:value` pairs whose keys are the
 /// fields of ArenaOptions that a text can set, e.g. "large_page_bytes:128MiB,byte_limit:64GiB".
-///  - sizes (address_space_bytes, page_bytes, large_page_bytes, byte_limit): a whole number of
+///  - sizes (address_space_bytes, page_bytes, large_page_bytes, max_lent_bytes, byte_limit): a whole number of
 ///    bytes, or one followed by KiB, MiB, GiB or TiB;
 ///  - share_large_page_tails: true, false, 1 or 0;
 ///  - compression: none, preferred or required.
@@ -142,6 +152,23 @@ struct ArenaStats {
   /// physical memory beyond bytes_physical; bytes_mapped + bytes_stale is what the driver has mapped.
   std::size_t bytes_stale = 0;
   std::size_t streams = 0;              ///< streams the arena keeps state for (see release_stream)
+  // Where the physical bytes are now: bytes_live + bytes_pinned + bytes_lent + bytes_cached +
+  // bytes_pooled == bytes_physical.current.
+  /// Backing live allocations: the whole pages of those that take pages, and the blocks (of their
+  /// size class) of those served from slabs.
+  std::size_t bytes_live = 0;
+  /// Free blocks in slab pages that hold at least one live block: idle memory that cannot be given
+  /// back while those blocks live (the one loss to fragmentation the arena allows; a slab page is
+  /// page_bytes, so at most page_bytes per live small allocation, and far less in practice).
+  std::size_t bytes_pinned = 0;
+  /// Free slots of large pages that live allocations still use (shared tails, borrowed large
+  /// pages): mapped, served to small-page requests, not given back while the large page is used.
+  /// At most ArenaOptions::max_lent_bytes plus one large page.
+  std::size_t bytes_lent = 0;
+  /// Mapped and free, given back on demand: cached runs of pages and slab pages with no live block.
+  std::size_t bytes_cached = 0;
+  /// Unmapped pages kept for reuse, given back on demand (trim(), or when the device is full).
+  std::size_t bytes_pooled = 0;
   /// External fragmentation of the cached free memory: 1 - largest free extent / all free pages
   /// in extents (0 when there is none or one). Stitching makes it harmless: scattered pages still
   /// back any request; it measures how often that has to remap.

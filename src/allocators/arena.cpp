@@ -187,6 +187,8 @@ struct Arena::State {
   std::optional<Run> take_span_tail(StreamCache& c, std::size_t slots);
   [[nodiscard]] std::size_t small_tail(std::size_t first, std::size_t held) const noexcept;
   std::optional<Run> take_from_other_stream(StreamCache& s, std::size_t slots);
+  std::optional<Run> take_lent_anywhere(StreamCache& s, std::size_t slots);
+  [[nodiscard]] bool may_lend(std::size_t slots) const noexcept;
   std::optional<Run> extend_cached_run(StreamCache& s, std::size_t slots);
   std::optional<Run> extend_cached_span(StreamCache& s, std::size_t slots);
   Run remap_behind(StreamCache& c, std::size_t first, std::size_t kept, std::size_t mapped, std::size_t slots,
@@ -214,6 +216,8 @@ struct Arena::State {
   detail::Slabs slabs;
   detail::StreamCaches caches;
   std::unordered_map<Address, LiveSpan> live_spans;  // allocations of whole pages, by address
+  std::size_t live_span_slots = 0;                   // sum of live_spans' pages
+  std::size_t max_lent_slots = 0;                    // options.max_lent_bytes (or its default) in slots
 
   ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, reclaims
   mutable std::mutex lock;
@@ -227,6 +231,13 @@ Arena::State::State(Backend& user_backend, ArenaOptions opts)
       slabs(pool.page_bytes()),
       caches(*order, slabs.class_count(), pool.slots_per_large()) {
   set_current(counters.bytes_reserved, pool.range().size());
+  std::size_t max_lent = options.max_lent_bytes;
+  if (max_lent == 0) {
+    std::size_t const device_bytes = calls.memory_info(options.device).total;
+    std::size_t const basis = options.byte_limit != 0 ? std::min(options.byte_limit, device_bytes) : device_bytes;
+    max_lent = basis / default_max_lent_share;
+  }
+  max_lent_slots = max_lent / pool.page_bytes();
 }
 
 Arena::State::~State() {
@@ -247,9 +258,32 @@ Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, 
   if (auto const run = take_cached(s, slots, s, may_borrow)) return *run;       // 1. own cache (and lent slots), as it lies
   if (auto const run = take_from_other_stream(s, slots)) return *run;       // 2. another stream's cache, after an event wait
   if (auto const run = extend_cached_run(s, slots)) return *run;            // 3. own cached run, grown in place (steps 5-10 for what it lacks)
-  auto span = take_slots(slots);                                            // 4. addresses (none free: reclaim, then OutOfMemory)
-  return {back_and_map(*span, s), slots};
+  try {
+    auto span = take_slots(slots);                                          // 4. addresses (none free: reclaim, then OutOfMemory)
+    return {back_and_map(*span, s), slots};
+  } catch (const OutOfMemory&) {  // (the span gave back what it created)
+    if (!may_borrow) throw;
+    if (auto const run = take_lent_anywhere(s, slots)) return *run;       // 11. any stream's lent slots, after an event wait
+    throw;
+  }
 }
+
+/// `slots` of any stream's lent slots (the last resort of a small-layout request of whole pages: step
+/// 9 waited for every stream and gathered their lent slots), after an event wait when they were
+/// freed on another stream than `s`; nothing when no stream has that many side by side.
+std::optional<Arena::State::Run> Arena::State::take_lent_anywhere(StreamCache& s, std::size_t slots) {
+  StreamCache* found = nullptr;
+  caches.for_each([&](StreamCache& c) {
+    if (found == nullptr && c.lent.largest() >= slots) found = &c;
+  });
+  if (found == nullptr) return std::nullopt;
+  if (found != &s) make_stream_wait(s, *found);  // first: should it fail, nothing was taken
+  return Run{*found->lent.take(slots), slots, true};
+}
+
+/// Whether `slots` more lent slots stay within ArenaOptions::max_lent_bytes. O(streams): asked
+/// only by requests of large pages and by a small request about to borrow a cached large page.
+bool Arena::State::may_lend(std::size_t slots) const noexcept { return caches.lent_slots() + slots <= max_lent_slots; }
 
 /// Gathers the pages `span` lacks, cheapest first, and maps them.
 std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s) {
@@ -421,6 +455,7 @@ void Arena::State::return_lent_pages(StreamCache& c, std::size_t first, std::siz
 bool Arena::State::lend_cached_large_page(StreamCache& c) {
   std::size_t const large = pool.slots_per_large();
   constexpr int spans_tried = 8;
+  if (c.large_spans.empty() || !may_lend(large)) return false;
   auto const found =
       caches.find_large_span(c, large, spans_tried, [&](std::size_t, std::size_t held) { return held % large == 0; });
   if (!found) return false;
@@ -727,7 +762,8 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
     std::size_t const pages = (bytes + st.pool.page_bytes() - 1) / st.pool.page_bytes();
     bool const large = st.pool.large_layout(pages);
     std::size_t const per_large = st.pool.slots_per_large();
-    std::size_t const whole = large && st.options.share_large_page_tails ? (pages + per_large - 1) / per_large * per_large : pages;
+    std::size_t whole = large && st.options.share_large_page_tails ? (pages + per_large - 1) / per_large * per_large : pages;
+    if (whole != pages && !st.may_lend(whole - pages)) whole = pages;  // ArenaOptions::max_lent_bytes
     State::Run run;
     if (whole == pages) {
       run = st.obtain_pages(pages, s, true);
@@ -753,11 +789,13 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
       give_back();
       throw;
     }
+    st.live_span_slots += pages;
     if (run.slots > pages) {
       try {
         s.lent.insert(run.first + pages, run.slots - pages);
       } catch (...) {
         st.live_spans.erase(address);
+        st.live_span_slots -= pages;
         give_back();
         throw;
       }
@@ -790,6 +828,7 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
       st.free_span(s, live);
     }
     st.live_spans.erase(span);
+    st.live_span_slots -= live.pages;
   } else {
     st.deallocate_block(address, bytes, stream);
   }
@@ -843,6 +882,14 @@ ArenaStats Arena::stats() const {
   s.pages_moved = st.pool.pages_moved();
   s.bytes_stale = st.pool.stale_bytes();
   s.streams = st.caches.size();
+  std::size_t const page = st.pool.page_bytes();
+  std::size_t const slab_pages = st.slabs.slab_count();
+  std::size_t const used_slabs = st.slabs.slabs_in_use();
+  s.bytes_live = st.live_span_slots * page + st.slabs.live_block_bytes();
+  s.bytes_pinned = used_slabs * page - st.slabs.live_block_bytes();
+  s.bytes_lent = st.caches.lent_slots() * page;
+  s.bytes_cached = (st.caches.cached_pages() + st.caches.cached_span_slots() + slab_pages - used_slabs) * page;
+  s.bytes_pooled = st.pool.pooled_bytes();
   std::size_t const cached = st.caches.cached_pages();
   s.fragmentation =
       cached == 0 ? 0.0 : 1.0 - static_cast<double>(st.caches.largest_extent()) / static_cast<double>(cached);

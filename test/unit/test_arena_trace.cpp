@@ -448,3 +448,138 @@ TEST_CASE("with shared tails cuvmm-plan's H200 traces move far fewer pages, with
   CHECK(full.stats.pages_moved <= 5256);
   CHECK(full.stats.maps + full.stats.unmaps <= 6573 + 36);
 }
+
+// --- where the bytes are (ArenaStats' breakdown) and what lent memory may cost -------------------
+
+namespace {
+
+/// The breakdown of `s` in MiB-exact values; the five parts add up to bytes_physical.
+void check_breakdown(const ArenaStats& s, std::size_t live, std::size_t pinned, std::size_t lent, std::size_t cached,
+                     std::size_t pooled) {
+  CHECK(s.bytes_live == live);
+  CHECK(s.bytes_pinned == pinned);
+  CHECK(s.bytes_lent == lent);
+  CHECK(s.bytes_cached == cached);
+  CHECK(s.bytes_pooled == pooled);
+  CHECK(s.bytes_live + s.bytes_pinned + s.bytes_lent + s.bytes_cached + s.bytes_pooled == s.bytes_physical.current);
+}
+
+}  // namespace
+
+TEST_CASE("ArenaStats splits the bytes held into live, pinned by live small blocks, lent, cached and pooled",
+          "[arena][stats][tails]") {
+  HostArena h(true);
+  Arena& arena = h.arena;
+  auto* const a = reinterpret_cast<Stream>(std::uintptr_t{64});
+  check_breakdown(arena.stats(), 0, 0, 0, 0, 0);
+  void* owner = arena.allocate(32 * MiB + 4 * MiB);  // two large pages, 28 MiB behind it lent
+  check_breakdown(arena.stats(), 36 * MiB, 0, 28 * MiB, 0, 0);
+  void* block = arena.allocate(1000);  // a 1 KiB block in a new slab page: the rest of the page is pinned
+  check_breakdown(arena.stats(), 36 * MiB + 1024, 2 * MiB - 1024, 28 * MiB, 0, 0);
+  void* borrower = arena.allocate(4 * MiB);  // from the lent tail
+  check_breakdown(arena.stats(), 40 * MiB + 1024, 2 * MiB - 1024, 24 * MiB, 0, 0);
+  void* other = arena.allocate(6 * MiB, a);  // three new small pages for stream a
+  check_breakdown(arena.stats(), 46 * MiB + 1024, 2 * MiB - 1024, 24 * MiB, 0, 0);
+  arena.deallocate(other, 6 * MiB, a);  // cached on a
+  check_breakdown(arena.stats(), 40 * MiB + 1024, 2 * MiB - 1024, 24 * MiB, 6 * MiB, 0);
+  arena.release_stream(a);  // a's cache unmapped into the pool
+  check_breakdown(arena.stats(), 40 * MiB + 1024, 2 * MiB - 1024, 24 * MiB, 0, 6 * MiB);
+  // The owner goes: its first large page is cached, its part of the last one is lent with the
+  // rest of that page (the borrower still uses it).
+  arena.deallocate(owner, 32 * MiB + 4 * MiB);
+  check_breakdown(arena.stats(), 4 * MiB + 1024, 2 * MiB - 1024, 28 * MiB, 32 * MiB, 6 * MiB);
+  arena.deallocate(borrower, 4 * MiB);  // the last large page is whole again: cached
+  check_breakdown(arena.stats(), 1024, 2 * MiB - 1024, 0, 64 * MiB, 6 * MiB);
+  arena.deallocate(block, 1000);  // an empty slab page is cached memory
+  check_breakdown(arena.stats(), 0, 0, 0, 66 * MiB, 6 * MiB);
+  CHECK(arena.trim() == 72 * MiB);
+  check_breakdown(arena.stats(), 0, 0, 0, 0, 0);
+}
+
+TEST_CASE("a request of whole pages that nothing else can back takes another stream's lent slots, after an event wait",
+          "[arena][churn][tails][failure]") {
+  HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
+  // Room for two large pages, nothing more; lending up to 32 MiB allowed.
+  Arena arena(backend, {.address_space_bytes = 4 * GiB, .max_lent_bytes = 32 * MiB, .byte_limit = 64 * MiB});
+  auto* const a = reinterpret_cast<Stream>(std::uintptr_t{64});
+  void* owner = arena.allocate(32 * MiB + 4 * MiB);  // both large pages; 28 MiB lent on the default stream
+  ArenaStats const before = arena.stats();
+  REQUIRE(before.bytes_lent == 28 * MiB);
+  void* p = arena.allocate(6 * MiB, a);  // no page can be created: the default stream's lent slots
+  CHECK(p == static_cast<std::byte*>(owner) + 36 * MiB);
+  ArenaStats const after = arena.stats();
+  CHECK(after.chunks_created == before.chunks_created);
+  CHECK(after.cross_stream_reuses == before.cross_stream_reuses + 1);
+  CHECK(after.bytes_lent == 22 * MiB);
+  CHECK(backend.live_counts().bytes_physical == 64 * MiB);
+  std::memset(owner, 1, 36 * MiB);
+  std::memset(p, 2, 6 * MiB);
+  CHECK(static_cast<unsigned char*>(owner)[36 * MiB - 1] == 1);
+  CHECK(static_cast<unsigned char*>(p)[0] == 2);
+  CHECK_THROWS_AS(arena.allocate(24 * MiB, a), OutOfMemory);  // 22 MiB are lent: not enough
+  CHECK(backend.live_counts().bytes_physical == 64 * MiB);
+  arena.deallocate(p, 6 * MiB, a);
+  arena.deallocate(owner, 32 * MiB + 4 * MiB);
+  CHECK(arena.trim() == 64 * MiB);
+  CHECK(backend.live_counts().bytes_physical == 0);
+}
+
+TEST_CASE("max_lent_bytes bounds the memory lent: a large request that would lend more takes small pages behind "
+          "its large ones, and no cached large page is lent",
+          "[arena][churn][tails]") {
+  HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
+  Arena arena(backend, {.address_space_bytes = 4 * GiB, .share_large_page_tails = true, .max_lent_bytes = 36 * MiB});
+  void* first = arena.allocate(32 * MiB + 4 * MiB);  // lends 28 MiB: within the bound
+  CHECK(arena.stats().bytes_lent == 28 * MiB);
+  CHECK(arena.stats().bytes_physical.current == 64 * MiB);
+  void* second = arena.allocate(32 * MiB + 4 * MiB);  // 28 MiB more would pass 36: one large page, two small ones
+  ArenaStats const s = arena.stats();
+  CHECK(s.bytes_lent == 28 * MiB);
+  CHECK(s.bytes_physical.current == 100 * MiB);
+  CHECK(s.chunks_created == 5);
+  arena.deallocate(second, 32 * MiB + 4 * MiB);
+  void* whole = arena.allocate(64 * MiB);  // two new large pages, nothing lent; then cached as they are
+  arena.deallocate(whole, 64 * MiB);
+  void* borrower = arena.allocate(22 * MiB);  // from the lent tail of `first`: 6 MiB stay lent
+  ArenaStats const before = arena.stats();
+  CHECK(before.bytes_lent == 6 * MiB);
+  // 8 MiB: the lent slots are too few, and lending a cached large page would pass the bound
+  // (6 + 32 MiB): the request does not take the last large page of the cached 64 MiB.
+  void* small = arena.allocate(8 * MiB);
+  ArenaStats const after = arena.stats();
+  CHECK(after.bytes_lent == 6 * MiB);
+  auto const at = reinterpret_cast<std::uintptr_t>(small);
+  auto const cached_at = reinterpret_cast<std::uintptr_t>(whole);
+  CHECK((at + 8 * MiB <= cached_at || at >= cached_at + 64 * MiB));
+  arena.deallocate(small, 8 * MiB);
+  arena.deallocate(borrower, 22 * MiB);
+  arena.deallocate(first, 32 * MiB + 4 * MiB);
+  arena.trim();
+  CHECK(arena.stats().bytes_physical.current == 0);
+}
+
+TEST_CASE("the default max_lent_bytes is a twentieth of the device's memory, or of byte_limit", "[arena][tails]") {
+  HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
+  {
+    // byte_limit 640 MiB: at most 32 MiB lent. A 36 MiB request lends 28; a second would pass 32.
+    Arena arena(backend, {.address_space_bytes = 4 * GiB, .byte_limit = 640 * MiB});
+    void* p = arena.allocate(32 * MiB + 4 * MiB);
+    void* q = arena.allocate(32 * MiB + 4 * MiB);
+    CHECK(arena.stats().bytes_lent == 28 * MiB);
+    CHECK(arena.stats().bytes_physical.current == 100 * MiB);
+    arena.deallocate(q, 32 * MiB + 4 * MiB);
+    arena.deallocate(p, 32 * MiB + 4 * MiB);
+  }
+  {
+    // No byte_limit: the device's 1 GiB, so 51 MiB; two tails of 28 MiB pass it, one with 20 does not.
+    Arena arena(backend, {.address_space_bytes = 4 * GiB});
+    void* p = arena.allocate(32 * MiB + 4 * MiB);
+    void* q = arena.allocate(32 * MiB + 12 * MiB);
+    CHECK(arena.stats().bytes_lent == 28 * MiB + 20 * MiB);
+    void* r = arena.allocate(32 * MiB + 4 * MiB);
+    CHECK(arena.stats().bytes_lent == 48 * MiB);
+    arena.deallocate(r, 32 * MiB + 4 * MiB);
+    arena.deallocate(q, 32 * MiB + 12 * MiB);
+    arena.deallocate(p, 32 * MiB + 4 * MiB);
+  }
+}
