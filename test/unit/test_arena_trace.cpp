@@ -10,6 +10,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -100,6 +101,22 @@ TEST_CASE("profile: giving memory back by trim() whenever more than a share of i
         print(full ? "gpu full" : "gpu quick", r);
         std::printf("           trims %zu\n", trims);
       }
+    }
+  }
+}
+
+TEST_CASE("profile: the GPU traces by ArenaOptions::max_lent_bytes (prints the numbers)", "[.profile_lent]") {
+  // The frontier that docs/DESIGN.md shows: utilization against driver time as the bound on lent
+  // memory falls (a share of the H200's memory; 1.0: no bound; 0: nothing is lent, as with shared
+  // tails off but for the large pages a request's remainder may still take).
+  for (double const share : {1.0, 0.05, 0.03, 0.02, 0.01, 0.005, 0.0}) {
+    std::printf("max_lent_bytes %.3f of the device's memory:\n", share);
+    for (bool const full : {false, true}) {
+      test::BookkeepingBackend backend(h200_bytes);
+      auto const max_lent = std::max<std::size_t>(1, static_cast<std::size_t>(share * static_cast<double>(h200_bytes)));
+      Arena arena(backend, {.max_lent_bytes = max_lent});
+      ArenaReplay const r = test::replay(arena, full ? test::gpu_full_trace() : test::gpu_quick_trace());
+      print(full ? "gpu full" : "gpu quick", r);
     }
   }
 }
