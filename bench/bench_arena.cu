@@ -26,8 +26,7 @@
 //               sorts, and into a second array).
 // Environment: CUVMM_TRACE_CSV=path writes the trace replayed here (for torch_trace.py);
 // CUVMM_TRACE_LIVE_GIB (default 40), CUVMM_TRACE_ALLOCATIONS (default 10000) and CUVMM_TRACE_SEED
-// (default 1234; this benchmark used 20261129 with 4000 allocations before it shared the tool's
-// replay) choose it.
+// (default 1234) choose it.
 #include <benchmark/benchmark.h>
 
 #include <cuda_runtime_api.h>

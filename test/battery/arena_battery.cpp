@@ -578,7 +578,7 @@ TEST_CASE("compression is granted, or refused with Unsupported when required, or
   CHECK(backend.live_counts().chunks == before.chunks);
 }
 
-// --- issue #15: memory held after a failure, wrong sizes, streams, alignment -----------------------
+// --- memory held after a failure, wrong sizes, streams, alignment ---------------------------------
 
 TEST_CASE("a request refused at the byte limit gives back every page it created", "[arena][battery][failure]") {
   auto memory = make_battery_memory();
@@ -727,7 +727,8 @@ TEST_CASE("a small request with an alignment a slab can honour shares a slab ins
 }
 
 // Churn: memory moves between addresses only when it must -----------------------------------------
-// Moving a page costs an unmap, a map and an access grant (~40 µs per page on the H200); these
+// Moving a page costs a map and an access grant (~30 µs per page on the H200, `bench_driver_calls
+// --benchmark_filter=driver_calls/`; the unmap is deferred); these
 // cases pin how many pages each kind of reuse maps, unmaps and moves.
 
 TEST_CASE("a request one page larger than a cached run extends it in place: 1 map, 0 unmaps", "[arena][battery][churn]") {

@@ -6,7 +6,7 @@
 //
 // `unit_arena_trace "[.profile]"` prints the numbers of every trace (utilization, where the bytes
 // held beyond those requested were, pages moved, driver calls, and an estimate of their cost on
-// the H200 from ../shared/H200.md's per-call figures).
+// the H200 from docs/H200.md's per-call figures, which `bench_driver_calls` measures).
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
@@ -31,7 +31,7 @@ namespace {
 
 constexpr std::size_t h200_bytes = 140 * GiB;
 
-/// Driver time of a replay on the H200 by H200.md's per-call costs for 2 MiB chunks: create 11 us,
+/// Driver time of a replay on the H200 by docs/H200.md's per-call costs for 2 MiB chunks: create 11 us,
 /// map 1 us plus ~25 us of access grant per newly mapped handle, unmap 16 us, release 12 us.
 double driver_ms_estimate(const ArenaStats& s) {
   return 1e-3 * (11.0 * static_cast<double>(s.chunks_created) + 26.0 * static_cast<double>(s.maps) +
@@ -77,7 +77,7 @@ TEST_CASE("profile: cuvmm-plan's traces on the Arena (prints the numbers)", "[.p
 
 TEST_CASE("profile: giving memory back by trim() whenever more than a share of it is idle (prints the numbers)",
           "[.profile_trim]") {
-  // What #12's utilization target (0.98) costs: after each free, trim() whenever the bytes held
+  // What a utilization of 0.98 costs: after each free, trim() whenever the bytes held
   // exceed the rounded live bytes by more than `idle` of them. With shared tails the lent tails of
   // live large pages cannot be given back, which caps the utilization; with small tails it can
   // reach 0.98, for several times the driver calls.
