@@ -178,6 +178,8 @@ struct Arena::State {
     bool lent = false;  // lent slots of a large page that another allocation holds
   };
 
+  class Handout;
+
   // The policy; all run under `lock` -------------------------------------------------------------
   Run obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow = false);
   std::optional<Run> take_cached(StreamCache& c, std::size_t slots, StreamCache& requester, bool may_borrow = false);
@@ -241,6 +243,55 @@ Arena::State::State(Backend& user_backend, ArenaOptions opts)
   }
   max_lent_slots = max_lent / pool.page_bytes();
 }
+
+/// A run of whole pages being handed to one request: recorded as a live span, its tail lent. Each
+/// step is undone when a later one throws (std::bad_alloc), and the run goes back where it came
+/// from (the stream's cache, or the lent slots), unless commit() was called. Should giving it back
+/// run out of memory too, the run stays mapped, out of every cache, until the arena goes.
+class Arena::State::Handout {
+ public:
+  Handout(State& st, StreamCache& s, Run run, std::size_t pages, bool large_layout) noexcept
+      : st_(st), s_(s), run_(run), pages_(pages), large_layout_(large_layout) {}
+  Handout(const Handout&) = delete;
+  Handout& operator=(const Handout&) = delete;
+  ~Handout() {
+    if (committed_) return;
+    if (recorded_) {
+      st_.live_spans.erase(st_.pool.slot_address(run_.first));
+      st_.live_span_slots -= pages_;
+    }
+    try {
+      if (run_.lent) {
+        st_.give_back_lent(s_, run_.first, run_.slots);
+      } else {
+        st_.caches.put_pages(s_, run_.first, run_.slots, large_layout_);
+      }
+    } catch (const std::bad_alloc&) {
+    }
+  }
+
+  /// Records the run as the live allocation of `bytes` and lends the slots behind its pages.
+  /// Returns its address. Throws only std::bad_alloc.
+  Address record(std::size_t bytes) {
+    Address const address = st_.pool.slot_address(run_.first);
+    LiveSpan const live{run_.first, pages_, bytes, static_cast<std::uint32_t>(run_.slots - pages_), large_layout_, run_.lent};
+    st_.live_spans.emplace(address, live);
+    st_.live_span_slots += pages_;
+    recorded_ = true;
+    if (run_.slots > pages_) s_.lent.insert(run_.first + pages_, run_.slots - pages_);
+    return address;
+  }
+  void commit() noexcept { committed_ = true; }
+
+ private:
+  State& st_;
+  StreamCache& s_;
+  Run run_;
+  std::size_t pages_;
+  bool large_layout_;
+  bool recorded_ = false;   // live_spans holds it
+  bool committed_ = false;
+};
 
 Arena::State::~State() {
   try {
@@ -776,32 +827,9 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
         run = st.obtain_pages(pages, s);
       }
     }
-    address = st.pool.slot_address(run.first);
-    State::LiveSpan const live{run.first, pages, bytes, static_cast<std::uint32_t>(run.slots - pages), large, run.lent};
-    auto const give_back = [&] {
-      if (run.lent) {
-        st.give_back_lent(s, run.first, run.slots);
-      } else {
-        st.caches.put_pages(s, run.first, run.slots, large);
-      }
-    };
-    try {
-      st.live_spans.emplace(address, live);
-    } catch (...) {
-      give_back();
-      throw;
-    }
-    st.live_span_slots += pages;
-    if (run.slots > pages) {
-      try {
-        s.lent.insert(run.first + pages, run.slots - pages);
-      } catch (...) {
-        st.live_spans.erase(address);
-        st.live_span_slots -= pages;
-        give_back();
-        throw;
-      }
-    }
+    State::Handout handout(st, s, run, pages, large);
+    address = handout.record(bytes);
+    handout.commit();
   }
   bump(st.counters.bytes_requested, bytes);
   bump(st.counters.allocations, 1);

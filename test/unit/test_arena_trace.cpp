@@ -14,7 +14,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,20 @@
 #include <cuvmm/host_backend.hpp>
 
 #include "arena_replay.hpp"
+
+// Host memory that runs out on demand: while fail_in > 0, the fail_in-th operator new from now
+// throws std::bad_alloc (one program-wide replacement; off unless a test sets it).
+namespace {
+thread_local long fail_in = 0;
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  if (fail_in > 0 && --fail_in == 0) throw std::bad_alloc();
+  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 using namespace cuvmm;
 using cuvmm::test::ArenaReplay;
@@ -599,4 +615,60 @@ TEST_CASE("the default max_lent_bytes is a twentieth of the device's memory, or 
     arena.deallocate(q, 32 * MiB + 12 * MiB);
     arena.deallocate(p, 32 * MiB + 4 * MiB);
   }
+}
+
+TEST_CASE("a request that runs out of host memory at any step of its hand-out leaves the arena as it was",
+          "[arena][tails][failure]") {
+  HostArena h(true);
+  Arena& arena = h.arena;
+  auto const idle = [&] {  // nothing live, every byte held given back on demand
+    ArenaStats const s = arena.stats();
+    CHECK(s.allocations.current == 0);
+    CHECK(s.bytes_live == 0);
+    CHECK(s.bytes_lent + s.bytes_cached + s.bytes_pooled == s.bytes_physical.current);
+  };
+  // The owner of two large pages (tail lent), then a borrower of its tail: each allocation is
+  // tried with its k-th host allocation failing, for every k until one succeeds.
+  int failures = 0;
+  void* owner = nullptr;
+  for (long k = 1; owner == nullptr; ++k) {
+    REQUIRE(k < 1000);
+    fail_in = k;
+    try {
+      owner = arena.allocate(32 * MiB + 4 * MiB);
+    } catch (const std::bad_alloc& e) {  // host memory, or cuvmm::OutOfMemory from a backend out of it
+      fail_in = 0;
+      INFO("failure " << k << ": " << e.what());
+      REQUIRE(dynamic_cast<const OutOfMemory*>(&e) == nullptr);  // never address space or pages lost
+      ++failures;
+      idle();
+    }
+    fail_in = 0;
+  }
+  CHECK(failures > 0);
+  CHECK(arena.stats().bytes_lent == 28 * MiB);
+  CHECK(arena.stats().bytes_physical.current == 64 * MiB);  // what failed attempts mapped was reused
+  void* borrower = nullptr;
+  for (long k = 1; borrower == nullptr; ++k) {
+    REQUIRE(k < 1000);
+    fail_in = k;
+    try {
+      borrower = arena.allocate(4 * MiB);
+    } catch (const std::bad_alloc& e) {
+      fail_in = 0;
+      INFO("failure " << k << ": " << e.what());
+      REQUIRE(dynamic_cast<const OutOfMemory*>(&e) == nullptr);
+      CHECK(arena.stats().allocations.current == 1);
+      CHECK(arena.stats().bytes_lent == 28 * MiB);
+    }
+    fail_in = 0;
+  }
+  CHECK(borrower == static_cast<std::byte*>(owner) + 36 * MiB);
+  CHECK(arena.stats().bytes_lent == 24 * MiB);
+  arena.deallocate(borrower, 4 * MiB);
+  arena.deallocate(owner, 32 * MiB + 4 * MiB);
+  idle();
+  std::size_t const held = arena.stats().bytes_physical.current;
+  CHECK(arena.trim() == held);
+  CHECK(h.backend.live_counts().bytes_physical == 0);
 }
