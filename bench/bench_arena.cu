@@ -3,6 +3,11 @@
 //               cudaMallocAsync (default pool, warmed up), cudaMalloc. Repeated; compare medians.
 //               pair/arena_host is the Arena on the host backend (its bookkeeping alone; runs
 //               without a GPU: --benchmark_filter=pair/arena_host).
+//   threads/... T threads (Arg), each on its own stream, allocating and freeing mixed sizes (4 KiB
+//               to 4 MiB, log-uniform, 16 live per thread, the oldest freed first) on one allocator:
+//               the Arena, the Arena on the host backend (its bookkeeping and lock alone; runs
+//               without a GPU: --benchmark_filter=threads/arena_host), cudaMallocAsync (its default
+//               pool). items_per_second counts alloc+free pairs of all threads together.
 //   trace/...   a random mixed-size trace (1 B to 1 GiB, tens of GiB live) replayed by cuvmm-plan's
 //               own replay (tools/cuvmm-plan/measure.hpp: replay_trace, make_arena_allocator, and
 //               device_runtime.hpp's cudaMallocAsync baseline), so the benchmark and the tool
@@ -11,7 +16,10 @@
 //               By default the trace of cuvmm-plan's full profile on a GPU (10000 allocations,
 //               40 GiB live, seed 1234); PyTorch's caching allocator replays the same trace in
 //               tools/cuvmm-plan/torch_trace.py. trace/arena is the default (whole large pages,
-//               tails lent); trace/arena_small_tails has ArenaOptions::share_large_page_tails off.
+//               tails lent); trace/arena_small_tails has ArenaOptions::share_large_page_tails off;
+//               trace/arena_max_lent has ArenaOptions::max_lent_bytes at Arg thousandths of the
+//               device's memory (0: nothing lent), the time side of the frontier that
+//               `unit_arena_trace "[.profile_lent]"` prints from the bookkeeping replay.
 //   sort/...    thrust::sort of 2^28 uint32 keys in place with ThrustAllocator (temporary storage
 //               from the Arena) and with Thrust's default allocator, vs cub::DeviceRadixSort with
 //               every buffer allocated beforehand (in place with a DoubleBuffer, as thrust::sort
@@ -33,8 +41,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <cuvmm/arena.hpp>
@@ -117,6 +128,94 @@ void BM_PairMalloc(benchmark::State& state) {
   }
 }
 
+// --- threads: mixed sizes, each thread on its own stream -------------------------------------------
+
+constexpr int live_per_thread = 16;
+constexpr int pairs_per_thread = 20000;
+
+/// The sizes thread `t` allocates: log-uniform in [4 KiB, 4 MiB], the same for every allocator.
+std::vector<std::size_t> thread_sizes(int t) {
+  std::vector<std::size_t> sizes(pairs_per_thread);
+  std::uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(t + 1);
+  for (auto& size : sizes) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    int const shift = 12 + static_cast<int>(x % 11);  // 4 KiB .. 4 MiB
+    size = (std::size_t{1} << shift) + (x >> 32) % (std::size_t{1} << shift);
+    size = std::min(size, std::size_t{4} << 20);
+  }
+  return sizes;
+}
+
+/// Runs `work(t, sizes)` on state.range(0) threads at once and counts their pairs.
+template <class Work>
+void run_threads(benchmark::State& state, Work&& work) {
+  auto const threads = static_cast<int>(state.range(0));
+  std::vector<std::vector<std::size_t>> sizes;
+  for (int t = 0; t < threads; ++t) sizes.push_back(thread_sizes(t));
+  for (auto _ : state) {
+    std::vector<std::thread> running;
+    for (int t = 0; t < threads; ++t) running.emplace_back([&, t] { work(t, sizes[static_cast<std::size_t>(t)]); });
+    for (auto& thread : running) thread.join();
+  }
+  state.SetItemsProcessed(state.iterations() * threads * pairs_per_thread);
+}
+
+/// One thread's pairs on `allocate(bytes)` / `release(p, bytes)`: 16 live, the oldest freed first.
+template <class Allocate, class Release>
+void churn(const std::vector<std::size_t>& sizes, Allocate&& allocate, Release&& release) {
+  std::vector<std::pair<void*, std::size_t>> live(live_per_thread, {nullptr, 0});
+  std::size_t k = 0;
+  for (std::size_t const bytes : sizes) {
+    auto& slot = live[k++ % live.size()];
+    if (slot.first != nullptr) release(slot.first, slot.second);
+    slot = {allocate(bytes), bytes};
+  }
+  for (auto& [p, bytes] : live) {
+    if (p != nullptr) release(p, bytes);
+  }
+}
+
+void BM_ThreadsArena(benchmark::State& state) {
+  cuvmm::Arena arena;
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int t = 0; t < state.range(0); ++t) streams.push_back(std::make_unique<Stream>());
+  run_threads(state, [&](int t, const std::vector<std::size_t>& sizes) {
+    cudaStream_t const s = streams[static_cast<std::size_t>(t)]->stream;
+    churn(sizes, [&](std::size_t bytes) { return arena.allocate(bytes, s); },
+          [&](void* p, std::size_t bytes) { arena.deallocate(p, bytes, s); });
+  });
+  for (auto& s : streams) check_cuda(cudaStreamSynchronize(s->stream), "sync");
+  for (auto& s : streams) arena.release_stream(s->stream);
+}
+
+void BM_ThreadsArenaHost(benchmark::State& state) {
+  cuvmm::HostBackend backend({.granularity = 2 * MiB, .physical_limit = 4 * GiB});
+  cuvmm::Arena arena(backend);
+  run_threads(state, [&](int t, const std::vector<std::size_t>& sizes) {
+    auto* const s = reinterpret_cast<cuvmm::Stream>(static_cast<std::uintptr_t>(t + 1) * 64);  // a handle per thread
+    churn(sizes, [&](std::size_t bytes) { return arena.allocate(bytes, s); },
+          [&](void* p, std::size_t bytes) { arena.deallocate(p, bytes, s); });
+  });
+}
+
+void BM_ThreadsMallocAsync(benchmark::State& state) {
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int t = 0; t < state.range(0); ++t) streams.push_back(std::make_unique<Stream>());
+  run_threads(state, [&](int t, const std::vector<std::size_t>& sizes) {
+    cudaStream_t const s = streams[static_cast<std::size_t>(t)]->stream;
+    churn(sizes,
+          [&](std::size_t bytes) {
+            void* p = nullptr;
+            check_cuda(cudaMallocAsync(&p, bytes, s), "cudaMallocAsync");
+            return p;
+          },
+          [&](void* p, std::size_t) { check_cuda(cudaFreeAsync(p, s), "cudaFreeAsync"); });
+  });
+  for (auto& s : streams) check_cuda(cudaStreamSynchronize(s->stream), "sync");
+}
+
 // --- trace replay ---------------------------------------------------------------------------------
 
 const cuvmm::plan::Trace& trace() {
@@ -160,6 +259,18 @@ void BM_TraceArena(benchmark::State& state) {
 void BM_TraceArenaSmallTails(benchmark::State& state) {
   cuvmm::ArenaOptions options;
   options.share_large_page_tails = false;
+  for (auto _ : state) {
+    auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
+    report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
+  }
+}
+
+/// The trace on a cuvmm::Arena with ArenaOptions::max_lent_bytes at state.range(0) thousandths of
+/// the device's memory (0: nothing lent).
+void BM_TraceArenaMaxLent(benchmark::State& state) {
+  std::size_t const device_bytes = cuvmm::cuda_backend(0).memory_info(0).total;
+  cuvmm::ArenaOptions options;
+  options.max_lent_bytes = std::max<std::size_t>(1, device_bytes / 1000 * static_cast<std::size_t>(state.range(0)));
   for (auto _ : state) {
     auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
     report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
@@ -252,8 +363,12 @@ BENCHMARK(BM_PairArena)->Name("pair/arena")->Arg(64 << 10)->Arg(1 << 20)->Repeti
 BENCHMARK(BM_PairArenaHost)->Name("pair/arena_host")->Arg(64 << 10)->Arg(1 << 20)->Arg(4 << 20)->Repetitions(5)->ReportAggregatesOnly(false);
 BENCHMARK(BM_PairMallocAsync)->Name("pair/cudaMallocAsync")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(5);
 BENCHMARK(BM_PairMalloc)->Name("pair/cudaMalloc")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(3);
+BENCHMARK(BM_ThreadsArena)->Name("threads/arena")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThreadsArenaHost)->Name("threads/arena_host")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThreadsMallocAsync)->Name("threads/cudaMallocAsync")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArena)->Name("trace/arena")->ArgName("page_MiB")->Arg(2)->Arg(8)->Arg(32)->Arg(64)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaSmallTails)->Name("trace/arena_small_tails")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TraceArenaMaxLent)->Name("trace/arena_max_lent")->ArgName("permille")->Arg(50)->Arg(20)->Arg(10)->Arg(5)->Arg(0)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceMallocAsync)->Name("trace/cudaMallocAsync")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<true>)->Name("sort/thrust_arena")->ArgName("page_MiB")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<false>)->Name("sort/thrust_default")->Arg(0)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);

@@ -15,7 +15,8 @@
 #               (g++ programs run on the host backend, nvcc compiles)
 #   rmm         test/rmm/rmm_consumer.cu compiled and linked against the librmm-cu13 wheel into
 #               build-consumer/rmm (with the libraries it loads in build-consumer/rmm/lib); run
-#               there too: without a GPU it reports SKIPPED
+#               there too: without a GPU it reports SKIPPED; and test/rmm/rmm_arena_resource_host.cpp
+#               (cuvmm::RmmArenaResource on the host backend), compiled with g++ and run
 # Usage: bash scripts/package-checks.sh STEP...   Each step prints a line or two; a failing step
 # prints the end of its log (the whole log stays in build-consumer/logs). Exit status: non-zero if
 # any step failed.
@@ -124,7 +125,7 @@ step_pkgconfig() {
   rm -rf "$out/pkgconfig"
   PKG_CONFIG_PATH=$prefix/lib/pkgconfig quiet pkgconfig-setup meson setup "$out/pkgconfig" test/consumer --wrap-mode=nofallback &&
     quiet pkgconfig-compile meson compile -C "$out/pkgconfig" &&
-    echo "pkg-config: $(grep -c '^' "$prefix/share/cuvmm/headers.txt") headers compiled one TU each; thrust_arena_device compiled with nvcc" &&
+    echo "pkg-config: $(grep -vc ' rmm$' "$prefix/share/cuvmm/headers.txt") headers compiled one TU each (the RMM one in the rmm step); thrust_arena_device compiled with nvcc" &&
     consumer_run_tests "$out/pkgconfig"
 }
 
@@ -185,6 +186,15 @@ step_rmm() {
       -I"$wheels/rapids_logger/include" test/rmm/rmm_consumer.cu -o "$dir/rmm_consumer" \
       -L"$prefix/lib" -L"$dir/lib" -lcuvmm -lrmm -lrapids_logger -Xlinker -rpath,'$ORIGIN/lib' || return 1
   echo "rmm: build-consumer/rmm/rmm_consumer compiled and linked against librmm-cu13 (its own CCCL)"
+  # cuvmm/rmm_arena_resource.hpp on the host backend (g++, runs without a GPU).
+  quiet rmm-host-compile g++ -std=c++20 -Wall -Wextra -Werror -I"$prefix/include" -I"$cuda_include" \
+    -I"$wheels/librmm/include" -I"$wheels/librmm/include/rapids" -I"$wheels/rapids_logger/include" \
+    test/rmm/rmm_arena_resource_host.cpp -o "$dir/rmm_arena_resource_host" \
+    -L"$prefix/lib" -L"$dir/lib" -lcuvmm -lrmm -lrapids_logger -Wl,-rpath,'$ORIGIN/lib' || return 1
+  "$dir/rmm_arena_resource_host" >"$logs/rmm-host-run.log" 2>&1
+  rc=$?
+  sed 's/^/  /' "$logs/rmm-host-run.log" | tail -n 1
+  [ $rc -eq 0 ] || { tail -n 15 "$logs/rmm-host-run.log"; return 1; }
   "$dir/rmm_consumer" >"$logs/rmm-run.log" 2>&1
   rc=$?
   sed 's/^/  /' "$logs/rmm-run.log" | tail -n 15

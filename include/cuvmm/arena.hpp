@@ -50,6 +50,8 @@ namespace cuvmm {
 
 /// ArenaOptions::address_space_bytes when 0: this many times the device's memory.
 inline constexpr std::size_t default_address_space_factor = 8;
+/// ArenaOptions::max_lent_bytes when 0: the device's memory (or byte_limit) divided by this.
+inline constexpr std::size_t default_max_lent_share = 20;
 
 struct ArenaOptions {
   /// The device whose memory the pages are (CUDA backend) and who gets access by default.
@@ -76,13 +78,24 @@ struct ArenaOptions {
   /// what the last one holds beyond the request is lent to later requests of whole small pages on
   /// the same stream while the request lives. Freed memory then stays in runs of whole large
   /// pages that later large requests reuse as they lie, so far fewer pages move between addresses
-  /// (each move costs ~40 us on the H200). On by default: on cuvmm-plan's traces on the H200 a
-  /// replay takes ~3x less time than with it off (about cudaMallocAsync's time instead of 3.5x
-  /// it), at a lower utilization (0.89 instead of 0.94 on the quick trace, 0.92 instead of 0.98
-  /// on the full one; cudaMallocAsync 0.86 and 0.90), as lent tails are not all borrowed. Off:
-  /// a large request takes large pages then small ones, for programs that prefer memory over time.
+  /// (ArenaStats::pages_moved). On by default: on cuvmm-plan's traces, replayed on a bookkeeping
+  /// backend of the H200's size (`unit_arena_trace "[.profile]"`), it moves 2.7x fewer pages and
+  /// makes about 4x fewer maps and unmaps than with it off, at a lower utilization (0.89 instead of 0.94
+  /// on the quick trace, 0.91 instead of 0.98 on the full one), as lent tails are not all
+  /// borrowed; `bench_arena --benchmark_filter=trace/` times both beside cudaMallocAsync. Off: a
+  /// large request takes large pages then small ones, for programs that prefer memory over time.
   /// When the device cannot give the whole last large page, the request is served without it.
   bool share_large_page_tails = true;
+  /// Most bytes lent (ArenaStats::bytes_lent) that lending more may bring: a large request whose
+  /// tail would pass it is served as with share_large_page_tails off (large pages, then small
+  /// ones), and no cached large page is lent to small requests past it. Lent slots of a large page
+  /// that a live allocation uses cannot be given back to the device (they still serve requests of
+  /// whole small pages on any stream before one fails), so this bounds the memory a large request
+  /// may find missing. An owner freed before the borrowers of its last large page adds its part of
+  /// that page to the lent slots, which may then pass the bound until the borrowers are freed. 0: default_max_lent_share (1/20) of the device's memory
+  /// (or of byte_limit when that is smaller). Lower trades time for utilization: docs/DESIGN.md
+  /// ("Lent memory: the frontier") shows the measured trade and the benchmark that measures it.
+  std::size_t max_lent_bytes = 0;
   /// Most physical bytes the arena may hold at once. 0: as much as the device gives.
   std::size_t byte_limit = 0;
   /// Generic compression on every page: none, preferred (ordinary memory where the device does
@@ -99,7 +112,7 @@ inline constexpr const char* arena_conf_variable = "CUVMM_ARENA_CONF";
 
 /// `base` with the options that `text` sets: comma-separated `key:value` pairs whose keys are the
 /// fields of ArenaOptions that a text can set, e.g. "large_page_bytes:128MiB,byte_limit:64GiB".
-///  - sizes (address_space_bytes, page_bytes, large_page_bytes, byte_limit): a whole number of
+///  - sizes (address_space_bytes, page_bytes, large_page_bytes, max_lent_bytes, byte_limit): a whole number of
 ///    bytes, or one followed by KiB, MiB, GiB or TiB;
 ///  - share_large_page_tails: true, false, 1 or 0;
 ///  - compression: none, preferred or required.
@@ -132,16 +145,36 @@ struct ArenaStats {
   std::size_t access_calls = 0;
   std::size_t cross_stream_reuses = 0;  ///< memory freed on one stream handed to another (device-side wait)
   std::size_t reclaims = 0;             ///< cached extents (or parts of spans) unmapped to back another request
-  /// Pages mapped again at another address after being unmapped (stitching, remapping): each
-  /// costs an unmap, a map and an access grant (~40 us per 2 MiB page on the H200). Pages mapped
-  /// for the first time after being created are not counted; `maps` counts both.
+  /// Pages mapped again at another address after being taken from where they were (stitching,
+  /// remapping): each costs a map and an access grant at the new address (~30 us per page on the
+  /// H200, `bench_driver_calls --benchmark_filter=driver_calls/`), the unmap at the old one being
+  /// deferred (bytes_stale). Pages mapped for the first time after being created are not counted;
+  /// `maps` counts both.
   std::size_t pages_moved = 0;
   /// Address space still mapped to pages that no longer back it: a page unmapped from the cache
   /// keeps its old mapping until those addresses are needed, it is released, or trim(), so that
-  /// moving it costs a map and a grant but no unmap (~23 us per 32 MiB page on the H200). No
+  /// moving it costs a map and a grant but no unmap (an unmap is ~16-23 us per page on the H200,
+  /// `bench_driver_calls --benchmark_filter=driver_calls/`). No
   /// physical memory beyond bytes_physical; bytes_mapped + bytes_stale is what the driver has mapped.
   std::size_t bytes_stale = 0;
   std::size_t streams = 0;              ///< streams the arena keeps state for (see release_stream)
+  // Where the physical bytes are now: bytes_live + bytes_pinned + bytes_lent + bytes_cached +
+  // bytes_pooled == bytes_physical.current.
+  /// Backing live allocations: the whole pages of those that take pages, and the blocks (of their
+  /// size class) of those served from slabs.
+  std::size_t bytes_live = 0;
+  /// Free blocks in slab pages that hold at least one live block: idle memory that cannot be given
+  /// back while those blocks live (the one loss to fragmentation the arena allows; a slab page is
+  /// page_bytes, so at most page_bytes per live small allocation, and far less in practice).
+  std::size_t bytes_pinned = 0;
+  /// Free slots of large pages that live allocations still use (shared tails, borrowed large
+  /// pages): mapped, served to small-page requests, not given back while the large page is used.
+  /// Bounded as ArenaOptions::max_lent_bytes says.
+  std::size_t bytes_lent = 0;
+  /// Mapped and free, given back on demand: cached runs of pages and slab pages with no live block.
+  std::size_t bytes_cached = 0;
+  /// Unmapped pages kept for reuse, given back on demand (trim(), or when the device is full).
+  std::size_t bytes_pooled = 0;
   /// External fragmentation of the cached free memory: 1 - largest free extent / all free pages
   /// in extents (0 when there is none or one). Stitching makes it harmless: scattered pages still
   /// back any request; it measures how often that has to remap.

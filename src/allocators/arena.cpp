@@ -10,26 +10,36 @@
 // This file keeps the lock, the statistics and the policy: the reclaim ladder (obtain_pages, one
 // line per attempt) and the small-block ladder (allocate_block).
 //
-// Every slot is in exactly one state: free (PagePool's free set); cached (mapped, free, in one
-// stream's cache); a live span (mapped, backing one allocation of whole pages, `live_spans`); a
-// slab (mapped, split into blocks); lent (mapped, free, in a large page that a live span or another
-// lent slot still uses, in one stream's `lent` set: a shared tail, or a borrowed cached large page).
+// Every slot is in exactly one state: free (PagePool's free set); stale (a pooled page still
+// mapped there, PagePool's deferred unmap); reserved by a PagePool::Span during one request;
+// cached (mapped, free, in one stream's cache); a live span (mapped, backing one allocation of
+// whole pages, `live_spans`); a slab (mapped, split into blocks); lent (mapped, free, in a large
+// page that a live span or another lent slot still uses, in one stream's `lent` set: a shared
+// tail, or a borrowed cached large page). ArenaStats reports the physical bytes by these states:
+// live (live spans, live blocks), pinned (free blocks of slabs with a live block), lent, cached
+// (cached slots and empty slabs), pooled; the five add up to bytes_physical.
 //
 // A request of n slots is a small layout (n < L: all small pages) or a large layout (n >= L: n / L
 // large pages at an L-aligned address, small pages behind). Fragmentation is bounded by
 // construction: pages are created only when no pooled or cached page on the requesting stream can
-// serve, so pages held exceed pages in use only by cached memory of other streams (until trim() or
-// exhaustion), partly used slabs (trim() and exhaustion return empty ones), less than one small page
-// per allocation, and pooled pages of the other size. A request that fails gives back every page it
-// created (PagePool::Span), so a failure never leaves the process holding memory it could not use.
-// Address space can fragment, but it is reserved eight times the device's size, and exhaustion
-// unmaps stale mappings, then cached extents, back into it. New runs of several pages are spaced
-// apart (growth_room_bytes, 2 GiB, of free addresses behind each, PagePool::take_slots) while the
-// device's size of addresses stays free in one piece, so that a cached run can grow in place.
+// serve, so pages held exceed pages in use only by cached memory of other streams (given back by
+// trim() or when the device is full), partly used slabs (bytes_pinned: at most one page per live
+// small block, far less in practice; empty ones are given back as cached memory), less than one
+// small page per allocation, lent slots (at most ArenaOptions::max_lent_bytes plus one large page;
+// any stream's lent slots serve a whole-page request before it fails, step 11), and pooled pages
+// of the other size. Only pinned and lent bytes cannot be given back while their neighbours live.
+// A request that fails gives back every page it created (PagePool::Span), so a failure never
+// leaves the process holding memory it could not use. Address space can fragment, but it is
+// reserved eight times the device's size, and exhaustion unmaps stale mappings, then cached
+// extents, back into it. New runs of several pages are spaced apart (growth_room_bytes of free
+// addresses behind each, PagePool::take_slots) while the device's size of addresses stays free in
+// one piece, so that a cached run can grow in place.
 //
-// Churn: moving a page between addresses (map and grant at the new one: ~30 µs per page on the
-// H200, ~26 of them the grant) is what a replayed trace spends its time on, so the ladder moves as
-// few pages as it can, and the stats count them (pages_moved). The unmap at the old addresses is
+// Churn: moving a page between addresses costs a map and an access grant at the new one, ~30 µs
+// per page on the H200, almost all of it the grant (`bench_driver_calls
+// --benchmark_filter=driver_calls/`: per-call medians; the unmap, another ~16-18 µs, is deferred:
+// below). A replayed trace spends most of its driver time on moves, so the ladder moves as few
+// pages as it can, and the stats count them (pages_moved). The unmap at the old addresses is
 // deferred: cache memory given up for a move is retired (PagePool::retire), still mapped, and
 // unmapped only when its addresses are needed, its page is released, or by trim() (stats:
 // bytes_stale). remap_behind alone unmaps at once, as it maps other pages at the same slots. A
@@ -39,16 +49,14 @@
 // as they lie: a small request takes small pages of its tail; a large request whose small pages
 // its tail holds takes its last large pages and the front of its tail; else a large request takes
 // the span's front (when the request ends inside a large page, that page alone is swapped for
-// small ones). A small request
-// that no cached small page serves borrows the last large page of a cached span of whole large
-// pages where it is mapped (its slots become lent slots, below), rather than unmapping the span:
-// on the H200 traces (bookkeeping replay) this cut creates and releases by ~8% and the estimated
-// driver time by 2-4%. What a request leaves of a span stays cached. Stitching scattered pages
-// behind new addresses is the fallback that beats fragmentation, not the common path; it unmaps
-// only the smallest cached spans that give it the large pages it lacks. A cached span of whole
-// large pages merges with the span of its stream cached right behind it.
-// test/unit/test_arena_trace.cpp replays cuvmm-plan's traces and bounds the pages moved (with
-// shared tails off, on the H200's quick trace 2880, with 3987 maps and 1627 unmaps).
+// small ones). A small request that no cached small page serves borrows the last large page of a
+// cached span of whole large pages where it is mapped (its slots become lent slots, below), rather
+// than unmapping the span, which creates and releases fewer pages. What a request leaves of a span
+// stays cached. Stitching scattered pages behind new addresses is the fallback that beats
+// fragmentation, not the common path; it unmaps only the smallest cached spans that give it the
+// large pages it lacks. A cached span of whole large pages merges with the span of its stream
+// cached right behind it. test/unit/test_arena_trace.cpp replays cuvmm-plan's traces on a
+// bookkeeping backend of the H200's size and bounds the pages moved and the driver calls.
 //
 // Shared tails (ArenaOptions::share_large_page_tails, on by default): a large request takes whole
 // large pages, and the slots of its last one behind the request are lent to later small-page
@@ -56,23 +64,17 @@
 // unmapped one slot at a time). A large page whose every slot is free again on one stream leaves
 // the lent slots as a cached span; reclaim_everything gathers every stream's lent slots to find the
 // pages freed on several. Freed memory then stays in runs of whole large pages, so far fewer pages
-// move (1075 on the quick trace, with 1418 maps and 29 unmaps), but tails that nothing borrows
-// lower the utilization (0.886 against 0.938). Measured on the H200 (bench_arena trace/, runs K
-// and L2 of bench/results/h200-2026-12-01): a replay takes 0.75-0.96x cudaMallocAsync's time on
-// the quick trace and 0.63-0.78x on the full one with shared tails (0.98-1.04x and 0.89-0.98x
-// before new runs were spaced apart, 1.14-1.21x and 1.17x before unmaps were deferred), 2.9-3.0x
-// and 2.7-2.8x without (run K).
-//
-// Utilization, measured on the bookkeeping replay (quick / full trace; 2026-12-01):
-//  - Small pages for a request's remainder when it would use fewer than k of its last large page's
-//    16 slots (else shared tails as above): k = 2, 3, 4, 6, 8 gave 0.895/0.924, 0.904/0.931,
-//    0.906/0.939, 0.918/0.951, 0.924/0.962 for ~43/191, 46/194, 48/207, 56/267, 67/327 ms of
-//    estimated driver calls, against 0.886/0.915 and 41/186 ms. Not adopted: the quick replay on
-//    the H200 is within 4-25% of cudaMallocAsync's time, and it would not reach 0.98 either.
-//  - 0.98 needs memory given back: with shared tails off and trim() whenever more than 5% of the
-//    live bytes is idle, 0.981/0.980 for ~409/887 ms of driver calls (10x/4.8x); with shared tails
-//    on, lent tails of live pages cannot be given back and it reaches 0.933/0.930 at most
-//    (`unit_arena_trace "[.profile_trim]"`).
+// move (on the bookkeeping replay of the quick trace, 1075 against 2880, with 1418 maps and 29
+// unmaps against 3987 and 1627), but tails that nothing borrows lower the utilization (0.886
+// against 0.938). ArenaOptions::max_lent_bytes bounds the bytes lent: a large request whose tail
+// would pass it takes small pages for its remainder, and no cached large page is lent. The trade
+// (utilization against driver time, by bound) is `unit_arena_trace "[.profile_lent]"` on the
+// bookkeeping replay and `bench_arena --benchmark_filter=trace/arena_max_lent` on a GPU; the table
+// is in docs/DESIGN.md. Two other ways to trade were measured on the bookkeeping replay and not
+// adopted: small pages for a request's remainder when it would use few of its last large page's
+// slots (up to 0.92/0.96 on the quick/full trace for 1.6x the driver time), and trim() whenever
+// more than a share of the live bytes is idle (`unit_arena_trace "[.profile_trim]"`: 0.98 with
+// shared tails off, for 4.8-10x the driver time).
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>
@@ -166,6 +168,8 @@ struct Arena::State {
     bool lent = false;  // lent slots of a large page that another allocation holds
   };
 
+  class Handout;
+
   // The policy; all run under `lock` -------------------------------------------------------------
   Run obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow = false);
   std::optional<Run> take_cached(StreamCache& c, std::size_t slots, StreamCache& requester, bool may_borrow = false);
@@ -177,6 +181,8 @@ struct Arena::State {
   std::optional<Run> take_span_tail(StreamCache& c, std::size_t slots);
   [[nodiscard]] std::size_t small_tail(std::size_t first, std::size_t held) const noexcept;
   std::optional<Run> take_from_other_stream(StreamCache& s, std::size_t slots);
+  std::optional<Run> take_lent_anywhere(StreamCache& s, std::size_t slots);
+  [[nodiscard]] bool may_lend(std::size_t slots) const noexcept;
   std::optional<Run> extend_cached_run(StreamCache& s, std::size_t slots);
   std::optional<Run> extend_cached_span(StreamCache& s, std::size_t slots);
   Run remap_behind(StreamCache& c, std::size_t first, std::size_t kept, std::size_t mapped, std::size_t slots,
@@ -204,6 +210,8 @@ struct Arena::State {
   detail::Slabs slabs;
   detail::StreamCaches caches;
   std::unordered_map<Address, LiveSpan> live_spans;  // allocations of whole pages, by address
+  std::size_t live_span_slots = 0;                   // sum of live_spans' pages
+  std::size_t max_lent_slots = 0;                    // options.max_lent_bytes (or its default) in slots
 
   ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, reclaims
   mutable std::mutex lock;
@@ -217,7 +225,63 @@ Arena::State::State(Backend& user_backend, ArenaOptions opts)
       slabs(pool.page_bytes()),
       caches(*order, slabs.class_count(), pool.slots_per_large()) {
   set_current(counters.bytes_reserved, pool.range().size());
+  std::size_t max_lent = options.max_lent_bytes;
+  if (max_lent == 0) {
+    std::size_t const device_bytes = calls.memory_info(options.device).total;
+    std::size_t const basis = options.byte_limit != 0 ? std::min(options.byte_limit, device_bytes) : device_bytes;
+    max_lent = basis / default_max_lent_share;
+  }
+  max_lent_slots = max_lent / pool.page_bytes();
 }
+
+/// A run of whole pages being handed to one request: recorded as a live span, its tail lent. Each
+/// step is undone when a later one throws (std::bad_alloc), and the run goes back where it came
+/// from (the stream's cache, or the lent slots), unless commit() was called. Should giving it back
+/// run out of memory too, the run stays mapped, out of every cache, until the arena goes.
+class Arena::State::Handout {
+ public:
+  Handout(State& st, StreamCache& s, Run run, std::size_t pages, bool large_layout) noexcept
+      : st_(st), s_(s), run_(run), pages_(pages), large_layout_(large_layout) {}
+  Handout(const Handout&) = delete;
+  Handout& operator=(const Handout&) = delete;
+  ~Handout() {
+    if (committed_) return;
+    if (recorded_) {
+      st_.live_spans.erase(st_.pool.slot_address(run_.first));
+      st_.live_span_slots -= pages_;
+    }
+    try {
+      if (run_.lent) {
+        st_.give_back_lent(s_, run_.first, run_.slots);
+      } else {
+        st_.caches.put_pages(s_, run_.first, run_.slots, large_layout_);
+      }
+    } catch (const std::bad_alloc&) {
+    }
+  }
+
+  /// Records the run as the live allocation of `bytes` and lends the slots behind its pages.
+  /// Returns its address. Throws only std::bad_alloc.
+  Address record(std::size_t bytes) {
+    Address const address = st_.pool.slot_address(run_.first);
+    LiveSpan const live{run_.first, pages_, bytes, static_cast<std::uint32_t>(run_.slots - pages_), large_layout_, run_.lent};
+    st_.live_spans.emplace(address, live);
+    st_.live_span_slots += pages_;
+    recorded_ = true;
+    if (run_.slots > pages_) s_.lent.insert(run_.first + pages_, run_.slots - pages_);
+    return address;
+  }
+  void commit() noexcept { committed_ = true; }
+
+ private:
+  State& st_;
+  StreamCache& s_;
+  Run run_;
+  std::size_t pages_;
+  bool large_layout_;
+  bool recorded_ = false;   // live_spans holds it
+  bool committed_ = false;
+};
 
 Arena::State::~State() {
   try {
@@ -229,17 +293,40 @@ Arena::State::~State() {
 // The reclaim ladder -----------------------------------------------------------------------------
 
 /// Where the `slots` pages of a request on stream `s` come from, cheapest first. Returns a mapped
-/// run that now belongs to the caller. Moving a page costs ~40 µs of driver calls (unmap, map,
-/// grant) and creating one more; reusing mapped memory costs none, so the first two attempts map
-/// nothing and the third maps only the pages a cached run lacks. A failure after the span was
+/// run that now belongs to the caller. Moving a page costs a map and a grant (~30 µs on the H200,
+/// see "Churn" above) and creating one more; reusing mapped memory costs none, so the first two
+/// attempts map nothing and the third maps only the pages a cached run lacks. A failure after the span was
 /// taken gives back every page it created.
 Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow) {
   if (auto const run = take_cached(s, slots, s, may_borrow)) return *run;       // 1. own cache (and lent slots), as it lies
   if (auto const run = take_from_other_stream(s, slots)) return *run;       // 2. another stream's cache, after an event wait
   if (auto const run = extend_cached_run(s, slots)) return *run;            // 3. own cached run, grown in place (steps 5-10 for what it lacks)
-  auto span = take_slots(slots);                                            // 4. addresses (none free: reclaim, then OutOfMemory)
-  return {back_and_map(*span, s), slots};
+  try {
+    auto span = take_slots(slots);                                          // 4. addresses (none free: reclaim, then OutOfMemory)
+    return {back_and_map(*span, s), slots};
+  } catch (const OutOfMemory&) {  // (the span gave back what it created)
+    if (!may_borrow) throw;
+    if (auto const run = take_lent_anywhere(s, slots)) return *run;       // 11. any stream's lent slots, after an event wait
+    throw;
+  }
 }
+
+/// `slots` of any stream's lent slots (the last resort of a small-layout request of whole pages: step
+/// 9 waited for every stream and gathered their lent slots), after an event wait when they were
+/// freed on another stream than `s`; nothing when no stream has that many side by side.
+std::optional<Arena::State::Run> Arena::State::take_lent_anywhere(StreamCache& s, std::size_t slots) {
+  StreamCache* found = nullptr;
+  caches.for_each([&](StreamCache& c) {
+    if (found == nullptr && c.lent.largest() >= slots) found = &c;
+  });
+  if (found == nullptr) return std::nullopt;
+  if (found != &s) make_stream_wait(s, *found);  // first: should it fail, nothing was taken
+  return Run{*found->lent.take(slots), slots, true};
+}
+
+/// Whether `slots` more lent slots stay within ArenaOptions::max_lent_bytes. O(streams): asked
+/// only by requests of large pages and by a small request about to borrow a cached large page.
+bool Arena::State::may_lend(std::size_t slots) const noexcept { return caches.lent_slots() + slots <= max_lent_slots; }
 
 /// Gathers the pages `span` lacks, cheapest first, and maps them.
 std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s) {
@@ -411,6 +498,7 @@ void Arena::State::return_lent_pages(StreamCache& c, std::size_t first, std::siz
 bool Arena::State::lend_cached_large_page(StreamCache& c) {
   std::size_t const large = pool.slots_per_large();
   constexpr int spans_tried = 8;
+  if (c.large_spans.empty() || !may_lend(large)) return false;
   auto const found =
       caches.find_large_span(c, large, spans_tried, [&](std::size_t, std::size_t held) { return held % large == 0; });
   if (!found) return false;
@@ -717,7 +805,8 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
     std::size_t const pages = (bytes + st.pool.page_bytes() - 1) / st.pool.page_bytes();
     bool const large = st.pool.large_layout(pages);
     std::size_t const per_large = st.pool.slots_per_large();
-    std::size_t const whole = large && st.options.share_large_page_tails ? (pages + per_large - 1) / per_large * per_large : pages;
+    std::size_t whole = large && st.options.share_large_page_tails ? (pages + per_large - 1) / per_large * per_large : pages;
+    if (whole != pages && !st.may_lend(whole - pages)) whole = pages;  // ArenaOptions::max_lent_bytes
     State::Run run;
     if (whole == pages) {
       run = st.obtain_pages(pages, s, true);
@@ -728,30 +817,9 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
         run = st.obtain_pages(pages, s);
       }
     }
-    address = st.pool.slot_address(run.first);
-    State::LiveSpan const live{run.first, pages, bytes, static_cast<std::uint32_t>(run.slots - pages), large, run.lent};
-    auto const give_back = [&] {
-      if (run.lent) {
-        st.give_back_lent(s, run.first, run.slots);
-      } else {
-        st.caches.put_pages(s, run.first, run.slots, large);
-      }
-    };
-    try {
-      st.live_spans.emplace(address, live);
-    } catch (...) {
-      give_back();
-      throw;
-    }
-    if (run.slots > pages) {
-      try {
-        s.lent.insert(run.first + pages, run.slots - pages);
-      } catch (...) {
-        st.live_spans.erase(address);
-        give_back();
-        throw;
-      }
-    }
+    State::Handout handout(st, s, run, pages, large);
+    address = handout.record(bytes);
+    handout.commit();
   }
   bump(st.counters.bytes_requested, bytes);
   bump(st.counters.allocations, 1);
@@ -780,6 +848,7 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
       st.free_span(s, live);
     }
     st.live_spans.erase(span);
+    st.live_span_slots -= live.pages;
   } else {
     st.deallocate_block(address, bytes, stream);
   }
@@ -833,6 +902,14 @@ ArenaStats Arena::stats() const {
   s.pages_moved = st.pool.pages_moved();
   s.bytes_stale = st.pool.stale_bytes();
   s.streams = st.caches.size();
+  std::size_t const page = st.pool.page_bytes();
+  std::size_t const slab_pages = st.slabs.slab_count();
+  std::size_t const used_slabs = st.slabs.slabs_in_use();
+  s.bytes_live = st.live_span_slots * page + st.slabs.live_block_bytes();
+  s.bytes_pinned = used_slabs * page - st.slabs.live_block_bytes();
+  s.bytes_lent = st.caches.lent_slots() * page;
+  s.bytes_cached = (st.caches.cached_pages() + st.caches.cached_span_slots() + slab_pages - used_slabs) * page;
+  s.bytes_pooled = st.pool.pooled_bytes();
   std::size_t const cached = st.caches.cached_pages();
   s.fragmentation =
       cached == 0 ? 0.0 : 1.0 - static_cast<double>(st.caches.largest_extent()) / static_cast<double>(cached);

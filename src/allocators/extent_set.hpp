@@ -3,7 +3,10 @@
 // The Arena keeps one for address space with nothing mapped, and one per stream for memory that
 // is mapped and free ("cached"). An extent is [first, first + count) in units of pages. Invariants:
 //  - extents never overlap and never touch: inserting an extent merges it with its neighbours;
-//  - by_first_ and by_size_ hold the same extents; pages_ is the sum of their counts.
+//  - by_first_ and by_size_ hold the same extents; pages_ is the sum of their counts;
+//  - every change either completes or, when memory runs out (std::bad_alloc), changes nothing: an
+//    extent's tree nodes are reused for what replaces it (node handles), and the nodes a change
+//    needs beyond those are allocated before anything is changed.
 // take() returns the smallest extent that fits (the lowest address among equals) and keeps the
 // rest, so large extents survive for large requests; take_spaced() places a run at the end of the
 // largest extent with room behind it, for runs that may grow in place. Not thread-safe: the
@@ -68,23 +71,23 @@ class ExtentSet {
     assert(count > 0);
     auto const next = by_first_.lower_bound(first);
     assert(next == by_first_.end() || next->first >= first + count);
-    if (next != by_first_.end() && next->first == first + count) {
-      Extent const after{next->first, next->second};
-      remove_whole(after);
-      count += after.count;
-    }
-    auto const after_first = by_first_.lower_bound(first);
-    if (after_first != by_first_.begin()) {
-      auto const previous = std::prev(after_first);
+    std::optional<Extent> after;
+    std::optional<Extent> before;
+    if (next != by_first_.end() && next->first == first + count) after = Extent{next->first, next->second};
+    if (next != by_first_.begin()) {
+      auto const previous = std::prev(next);
       assert(previous->first + previous->second <= first);
-      if (previous->first + previous->second == first) {
-        Extent const before{previous->first, previous->second};
-        remove_whole(before);
-        first = before.first;
-        count += before.count;
-      }
+      if (previous->first + previous->second == first) before = Extent{previous->first, previous->second};
     }
-    add_whole({first, count});
+    if (!after && !before) return put_whole({first, count}, new_nodes());  // may throw: nothing changed yet
+    Nodes nodes = after ? remove_whole(*after) : remove_whole(*before);
+    if (after) count += after->count;
+    if (after && before) (void)remove_whole(*before);
+    if (before) {
+      first = before->first;
+      count += before->count;
+    }
+    put_whole({first, count}, std::move(nodes));
   }
 
   /// Removes the best-fitting extent of at least `count` pages, keeps its tail, and returns the
@@ -93,8 +96,8 @@ class ExtentSet {
     auto const fit = by_size_.lower_bound({count, 0});
     if (fit == by_size_.end()) return std::nullopt;
     Extent const found{fit->second, fit->first};
-    remove_whole(found);
-    if (found.count > count) add_whole({found.first + count, found.count - count});
+    Nodes nodes = remove_whole(found);
+    if (found.count > count) put_whole({found.first + count, found.count - count}, std::move(nodes));
     return found.first;
   }
 
@@ -144,9 +147,14 @@ class ExtentSet {
     --it;
     Extent const whole{it->first, it->second};
     assert(whole.first <= first && first + count <= whole.first + whole.count);
-    remove_whole(whole);
-    if (whole.first < first) add_whole({whole.first, first - whole.first});
-    if (first + count < whole.first + whole.count) add_whole({first + count, whole.first + whole.count - first - count});
+    bool const keeps_before = whole.first < first;
+    bool const keeps_after = first + count < whole.first + whole.count;
+    Nodes spare = keeps_before && keeps_after ? new_nodes() : Nodes{};  // may throw: nothing changed yet
+    Nodes nodes = remove_whole(whole);
+    if (keeps_before) put_whole({whole.first, first - whole.first}, std::move(nodes));
+    if (keeps_after) {
+      put_whole({first + count, whole.first + whole.count - first - count}, keeps_before ? std::move(spare) : std::move(nodes));
+    }
   }
 
   void clear() noexcept {
@@ -156,14 +164,29 @@ class ExtentSet {
   }
 
  private:
-  void remove_whole(Extent e) {
-    by_size_.erase({e.count, e.first});
-    by_first_.erase(e.first);
-    pages_ -= e.count;
+  /// The tree nodes of one extent, out of the trees.
+  struct Nodes {
+    std::map<std::size_t, std::size_t>::node_type by_first;
+    std::set<std::pair<std::size_t, std::size_t>>::node_type by_size;
+  };
+  /// Nodes for one more extent. Throws only std::bad_alloc.
+  static Nodes new_nodes() {
+    std::map<std::size_t, std::size_t> first_tree{{0, 0}};
+    std::set<std::pair<std::size_t, std::size_t>> size_tree{{0, 0}};
+    return {first_tree.extract(first_tree.begin()), size_tree.extract(size_tree.begin())};
   }
-  void add_whole(Extent e) {
-    by_first_.emplace(e.first, e.count);
-    by_size_.emplace(e.count, e.first);
+  /// Takes extent `e` (which is in the set) out of it; returns its nodes.
+  Nodes remove_whole(Extent e) noexcept {
+    pages_ -= e.count;
+    return {by_first_.extract(e.first), by_size_.extract({e.count, e.first})};
+  }
+  /// Puts extent `e` in the set in `nodes`.
+  void put_whole(Extent e, Nodes nodes) noexcept {
+    nodes.by_first.key() = e.first;
+    nodes.by_first.mapped() = e.count;
+    nodes.by_size.value() = {e.count, e.first};
+    by_first_.insert(std::move(nodes.by_first));
+    by_size_.insert(std::move(nodes.by_size));
     pages_ += e.count;
   }
 

@@ -229,13 +229,16 @@ std::size_t PagePool::Span::map() {
   set_access(mappings, pool.options_.grants);
   // Commit: the pages move into the map. Should that fail for want of memory, the pages inserted
   // so far come back into this span (their mappings undone), which then gives everything back.
+  // The buckets are reserved first (no rehash below), and try_emplace allocates a page's node
+  // before it moves the page in: a page whose insertion fails is still this span's.
+  pool.mapped_.reserve(pool.mapped_.size() + mappings.size());
   std::size_t slot = first_;
   std::size_t i = 0;
   try {
     for (auto* pages : {&large_, &small_}) {
       for (Entry& p : *pages) {
         std::size_t const bytes = p.page.chunk.size();
-        pool.mapped_.emplace(slot, MappedPage{std::move(p.page), std::move(mappings[i])});
+        pool.mapped_.try_emplace(slot, std::move(p.page), std::move(mappings[i]));
         pool.mapped_bytes_ += bytes;
         slot += bytes / pool.options_.page;
         ++i;

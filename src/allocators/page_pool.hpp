@@ -6,8 +6,8 @@
 //   slots with nothing mapped and not in use; the byte limit; and the stale mappings.
 // Stale mappings (deferred unmapping): a page retired from its slots goes to the pool still mapped
 //   there, and the slots stay out of the free set. Moving it costs a map and an access grant at its
-//   new slots, not also an unmap at the old ones (~23 µs per 32 MiB page on the H200, a third of a
-//   move); a driver handle may be mapped at several addresses at once. The stale mappings are
+//   new slots, not also an unmap at the old ones (an unmap is ~16-23 µs per page on the H200, half
+//   as much again as the map and grant, `bench_driver_calls --benchmark_filter=driver_calls/`); a driver handle may be mapped at several addresses at once. The stale mappings are
 //   unmapped, and their slots freed, only when the addresses are needed (take_slots finds no free
 //   run), when the page is released (so that its memory really goes back), by unmap_stale(), and
 //   with the pool. Address space is cheap; unmapping is not.

@@ -64,14 +64,24 @@ Slabs::Fresh Slabs::hand_out_fresh(std::size_t slot, std::size_t bytes) noexcept
   Slab& slab = slabs_.find(slot)->second;
   std::size_t const block = slab.handed_out++;
   slab.requested[block] = static_cast<std::uint32_t>(bytes);
-  ++slab.in_use;
+  count_hand_out(slab);
   return {block * slab.block_bytes, slab.handed_out == slab.requested.size()};
 }
 
 void Slabs::hand_out(std::size_t slot, std::size_t offset, std::size_t bytes) noexcept {
   Slab& slab = slabs_.find(slot)->second;
   slab.requested[offset / slab.block_bytes] = static_cast<std::uint32_t>(bytes);
-  ++slab.in_use;
+  count_hand_out(slab);
+}
+
+void Slabs::count_hand_out(Slab& slab) noexcept {
+  if (slab.in_use++ == 0) ++slabs_in_use_;
+  live_block_bytes_ += slab.block_bytes;
+}
+
+void Slabs::count_free(Slab& slab) noexcept {
+  if (--slab.in_use == 0) --slabs_in_use_;
+  live_block_bytes_ -= slab.block_bytes;
 }
 
 std::size_t Slabs::check_free(std::size_t slot, std::size_t offset, std::size_t bytes, std::uintptr_t address) const {
@@ -101,7 +111,7 @@ std::pair<const Slabs::Slab*, std::size_t> Slabs::live_block(std::size_t slot, s
 void Slabs::mark_free(std::size_t slot, std::size_t offset) noexcept {
   Slab& slab = slabs_.find(slot)->second;
   slab.requested[offset / slab.block_bytes] = 0;
-  --slab.in_use;
+  count_free(slab);
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> Slabs::remove_empty() {

@@ -32,6 +32,10 @@ class Slabs {
   [[nodiscard]] std::size_t class_count() const noexcept { return classes_.size(); }
   [[nodiscard]] std::size_t block_bytes(std::size_t size_class) const noexcept { return classes_[size_class]; }
   [[nodiscard]] std::size_t slab_count() const noexcept { return slabs_.size(); }
+  /// Slabs with at least one live block.
+  [[nodiscard]] std::size_t slabs_in_use() const noexcept { return slabs_in_use_; }
+  /// Bytes of the live blocks (each its class's size).
+  [[nodiscard]] std::size_t live_block_bytes() const noexcept { return live_block_bytes_; }
 
   /// The smallest class that holds `bytes` and whose block size is a multiple of `alignment` (a
   /// power of two), so every block of it is aligned; nothing when the request takes whole pages.
@@ -66,7 +70,7 @@ class Slabs {
     Slab& slab = const_cast<Slab&>(*found);  // live_block is const only so that check_free can be
     keep(slab.size_class);
     slab.requested[block] = 0;
-    --slab.in_use;
+    count_free(slab);
     return slab.size_class;
   }
 
@@ -87,7 +91,12 @@ class Slabs {
   [[nodiscard]] std::pair<const Slab*, std::size_t> live_block(std::size_t slot, std::size_t offset, std::size_t bytes,
                                                                std::uintptr_t address) const;
 
+  void count_hand_out(Slab& slab) noexcept;  // one more live block in `slab`
+  void count_free(Slab& slab) noexcept;      // one live block fewer in `slab`
+
   std::size_t page_ = 0;                       // bytes of a slab page
+  std::size_t slabs_in_use_ = 0;               // slabs whose in_use is not 0
+  std::size_t live_block_bytes_ = 0;           // sum over slabs of in_use * block_bytes
   std::size_t small_max_ = 0;                  // largest class
   std::vector<std::size_t> classes_;           // block sizes, ascending
   std::unordered_map<std::size_t, Slab> slabs_;  // slot of the page → its slab

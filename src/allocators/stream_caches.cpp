@@ -215,6 +215,20 @@ std::size_t StreamCaches::largest_extent() const noexcept {
   return by_largest_.empty() ? 0 : by_largest_.rbegin()->first;
 }
 
+std::size_t StreamCaches::cached_span_slots() const noexcept {
+  std::size_t slots = 0;
+  for (auto const& [id, cache] : by_id_) {
+    for (auto const& [span_slots, first] : cache->large_spans) slots += span_slots;
+  }
+  return slots;
+}
+
+std::size_t StreamCaches::lent_slots() const noexcept {
+  std::size_t slots = 0;
+  for (auto const& [id, cache] : by_id_) slots += cache->lent.pages();
+  return slots;
+}
+
 void StreamCaches::put_block(StreamCache& c, std::size_t k, Address block) {
   prepare_blocks(c);
   c.free_blocks[k].push_back(block);  // amortized O(1): the list grows geometrically

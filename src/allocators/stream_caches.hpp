@@ -121,6 +121,10 @@ class StreamCaches {
   /// Pages in every stream's small extents, and the largest such extent (fragmentation statistic).
   [[nodiscard]] std::size_t cached_pages() const noexcept { return cached_pages_; }
   [[nodiscard]] std::size_t largest_extent() const noexcept;
+  /// Slots in every stream's cached large-layout spans. O(spans cached).
+  [[nodiscard]] std::size_t cached_span_slots() const noexcept;
+  /// Slots in every stream's lent slots. O(streams).
+  [[nodiscard]] std::size_t lent_slots() const noexcept;
 
   // Free blocks and open slabs -------------------------------------------------------------------
   /// Gives `c` its per-class lists if it has none yet. Throws only std::bad_alloc, changing nothing.

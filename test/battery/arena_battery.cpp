@@ -579,7 +579,7 @@ TEST_CASE("compression is granted, or refused with Unsupported when required, or
   CHECK(backend.live_counts().chunks == before.chunks);
 }
 
-// --- issue #15: memory held after a failure, wrong sizes, streams, alignment -----------------------
+// --- memory held after a failure, wrong sizes, streams, alignment ---------------------------------
 
 TEST_CASE("a request refused at the byte limit gives back every page it created", "[arena][battery][failure]") {
   auto memory = make_battery_memory();
@@ -732,7 +732,8 @@ TEST_CASE("a small request with an alignment a slab can honour shares a slab ins
 }
 
 // Churn: memory moves between addresses only when it must -----------------------------------------
-// Moving a page costs an unmap, a map and an access grant (~40 µs per page on the H200); these
+// Moving a page costs a map and an access grant (~30 µs per page on the H200, `bench_driver_calls
+// --benchmark_filter=driver_calls/`; the unmap is deferred); these
 // cases pin how many pages each kind of reuse maps, unmaps and moves.
 
 TEST_CASE("a request one page larger than a cached run extends it in place: 1 map, 0 unmaps", "[arena][battery][churn]") {
@@ -1024,4 +1025,77 @@ TEST_CASE("a failure while growing or cutting a cached run keeps what stays mapp
   std::size_t const held = arena.stats().bytes_physical.current;
   CHECK(arena.trim() == held);
   CHECK(memory->backend().live_counts().bytes_physical == 0);
+}
+
+// --- lent slots and where the bytes are ------------------------------------------------------------
+
+TEST_CASE("a whole-page request that only another stream's lent slots can back takes them, ordered after that "
+          "stream's work",
+          "[arena][battery][tails]") {
+  auto memory = make_battery_memory();
+  ArenaOptions options = memory->options();
+  std::size_t const large = options.large_page_bytes;
+  options.share_large_page_tails = true;
+  options.byte_limit = 2 * large;  // the owner's two large pages, nothing more
+  options.max_lent_bytes = large;
+  Arena arena(memory->backend(), options);
+  std::size_t const page = arena.page_bytes();
+  if (arena.large_page_bytes() == 0) SKIP("no large pages");
+  Stream const a = memory->new_stream();
+  Stream const b = memory->new_stream();
+  std::size_t const owner_bytes = large + page;  // two large pages; large - page lent on a
+  auto* owner = static_cast<std::byte*>(arena.allocate(owner_bytes, a));
+  memory->write_pattern(owner, owner_bytes, 11, a);
+  ArenaStats const before = arena.stats();
+  REQUIRE(before.bytes_lent == large - page);
+  auto* borrowed = static_cast<std::byte*>(arena.allocate(3 * page, b));  // no page can be created
+  CHECK(borrowed == owner + owner_bytes);
+  ArenaStats const after = arena.stats();
+  CHECK(after.chunks_created == before.chunks_created);
+  CHECK(after.cross_stream_reuses == before.cross_stream_reuses + 1);
+  CHECK(after.bytes_lent == large - 4 * page);
+  memory->write_pattern(borrowed, 3 * page, 12, b);
+  CHECK(memory->mismatches(owner, owner_bytes, 11, a) == 0);
+  CHECK(memory->mismatches(borrowed, 3 * page, 12, b) == 0);
+  arena.deallocate(borrowed, 3 * page, b);
+  arena.deallocate(owner, owner_bytes, a);
+  CHECK(arena.trim() == 2 * large);
+  CHECK(arena.stats().bytes_physical.current == 0);
+}
+
+TEST_CASE("the bytes held split into live, pinned, lent, cached and pooled after every operation of a random run",
+          "[arena][battery][stats]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), memory->options());
+  Stream const streams[2] = {memory->new_stream(), memory->new_stream()};
+  std::mt19937_64 rng(7);
+  std::vector<Allocation> live;
+  auto const check_sum = [&] {
+    ArenaStats const s = arena.stats();
+    REQUIRE(s.bytes_live + s.bytes_pinned + s.bytes_lent + s.bytes_cached + s.bytes_pooled == s.bytes_physical.current);
+    REQUIRE(s.bytes_live >= s.bytes_requested.current);
+  };
+  for (int step = 0; step < 300; ++step) {
+    Stream const stream = streams[rng() % 2];
+    if (!live.empty() && rng() % 3 == 0) {
+      std::size_t const victim = rng() % live.size();
+      arena.deallocate(live[victim].p, live[victim].bytes, stream);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
+    } else {
+      std::size_t const bytes = random_size(rng, arena.page_bytes(), 40.0);
+      live.push_back({static_cast<std::byte*>(arena.allocate(bytes, stream)), bytes, 0, stream});
+    }
+    check_sum();
+    if (step % 100 == 99) {
+      arena.release_stream(streams[1]);
+      check_sum();
+    }
+  }
+  for (auto const& a : live) arena.deallocate(a.p, a.bytes, a.stream);
+  ArenaStats const idle = arena.stats();
+  CHECK(idle.bytes_live == 0);
+  CHECK(idle.bytes_pinned == 0);
+  CHECK(idle.bytes_lent + idle.bytes_cached + idle.bytes_pooled == idle.bytes_physical.current);
+  arena.trim();
+  CHECK(arena.stats().bytes_physical.current == 0);
 }

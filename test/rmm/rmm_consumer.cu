@@ -7,19 +7,26 @@
 //   2. rmm::device_buffer given the resource, then resized: the Arena sees the old and new sizes;
 //   3. the Arena as RMM's current device resource: a device_uvector made without a resource comes
 //      from it too;
-//   4. when everything is gone, the Arena has no live allocation left.
+//   4. when everything is gone, the Arena has no live allocation left;
+//   5. cuvmm::RmmArenaResource (cuvmm/rmm_arena_resource.hpp): a device_uvector through it holds
+//      a kernel's writes; a request the Arena cannot back throws rmm::out_of_memory (what RAPIDS
+//      code catches to spill or retry), directly and through rmm::device_buffer, while
+//      ArenaResource throws cuvmm::OutOfMemory, which RMM code does not catch as rmm::out_of_memory.
 // Exit status: 0 all passed, 1 a check failed, 77 no CUDA device (skipped: prints why).
 #include <cuvmm/arena.hpp>
 #include <cuvmm/arena_resource.hpp>
+#include <cuvmm/rmm_arena_resource.hpp>
 
 #include <rmm/cuda_stream.hpp>
 #include <rmm/device_buffer.hpp>
 #include <rmm/device_uvector.hpp>
+#include <rmm/error.hpp>
 #include <rmm/mr/per_device_resource.hpp>
 
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 // RMM 26 brings CCCL 3.1 or newer: the adapter must have picked the newer names.
@@ -88,6 +95,68 @@ int main() {
     arena.release_stream(stream.value());  // before the stream is destroyed (Arena's stream contract)
   }
   check(arena.stats().allocations.current == 0, "no live Arena allocation at the end");
+
+  // 5. RmmArenaResource over an Arena that may hold 64 MiB.
+  {
+    cuvmm::ArenaOptions small_options;
+    small_options.byte_limit = 64 << 20;
+    cuvmm::Arena small(small_options);
+    cuvmm::RmmArenaResource rmm_resource(small);
+    rmm::cuda_stream stream;
+    cuda::stream_ref const s = stream;
+    {
+      int const n = 1 << 15;
+      rmm::device_uvector<int> squares(n, s, rmm_resource);
+      cudaMemsetAsync(squares.data(), 0xFF, n * sizeof(int), stream.value());  // poison
+      fill_squares<<<(n + 255) / 256, 256, 0, stream.value()>>>(squares.data(), n);
+      check(squares.element(321, s) == 321 * 321, "RmmArenaResource: a device_uvector holds a kernel's writes (103041)");
+      check(small.stats().allocations.current == 1, "RmmArenaResource: its storage is an Arena allocation");
+    }
+    std::size_t const too_much = std::size_t{128} << 20;
+    bool rmm_oom = false;
+    bool names_arena = false;
+    try {
+      (void)rmm_resource.allocate(s, too_much, 256);
+    } catch (const rmm::out_of_memory& e) {
+      rmm_oom = true;
+      names_arena = std::strstr(e.what(), "Arena::allocate") != nullptr;
+    } catch (...) {
+    }
+    check(rmm_oom, "RmmArenaResource: 128 MiB beyond a 64 MiB byte_limit throws rmm::out_of_memory");
+    check(names_arena, "RmmArenaResource: its message is the Arena's (names Arena::allocate)");
+    bool sync_oom = false;
+    try {
+      (void)rmm_resource.allocate_sync(too_much, 256);
+    } catch (const rmm::out_of_memory&) {
+      sync_oom = true;
+    } catch (...) {
+    }
+    check(sync_oom, "RmmArenaResource: allocate_sync throws rmm::out_of_memory too");
+    bool buffer_oom = false;
+    try {
+      rmm::device_buffer buffer(too_much, s, rmm_resource);
+    } catch (const rmm::bad_alloc&) {  // out_of_memory's base, as RAPIDS code catches it
+      buffer_oom = true;
+    } catch (...) {
+    }
+    check(buffer_oom, "RmmArenaResource: an rmm::device_buffer too large throws rmm::bad_alloc (out_of_memory)");
+    // Without it: ArenaResource throws cuvmm::OutOfMemory, which is no rmm::out_of_memory.
+    cuvmm::ArenaResource plain(small);
+    bool plain_is_rmm = false;
+    bool plain_is_cuvmm = false;
+    try {
+      (void)plain.allocate(s, too_much, 256);
+    } catch (const rmm::out_of_memory&) {
+      plain_is_rmm = true;
+    } catch (const cuvmm::OutOfMemory&) {
+      plain_is_cuvmm = true;
+    }
+    check(!plain_is_rmm && plain_is_cuvmm, "ArenaResource alone throws cuvmm::OutOfMemory, not rmm::out_of_memory");
+    check(small.stats().allocations.current == 0 && small.stats().bytes_physical.current <= std::size_t{64} << 20,
+          "RmmArenaResource: the failed requests left nothing allocated, within byte_limit");
+    stream.synchronize();
+    small.release_stream(stream.value());
+  }
   std::printf("rmm_consumer: %d failed; Arena peak %zu bytes requested\n", failures,
               arena.stats().bytes_requested.peak);
   return failures == 0 ? 0 : 1;

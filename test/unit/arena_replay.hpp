@@ -109,7 +109,29 @@ struct ArenaReplay {
   /// The best mean utilization an allocator could reach that rounds as the Arena does and never
   /// gives memory back: requested / the largest rounded live bytes so far.
   double never_releasing_bound = 0;
+  std::size_t live_at_end = 0;       ///< bytes requested by the allocations live at the end
+  /// The largest allocation that succeeded at the end, the survivors still live (in pages; 0 when
+  /// not measured): what D2's first rule bounds from below.
+  std::size_t largest_after = 0;
 };
+
+/// The largest request of whole pages that `arena` serves now (binary search over page counts up
+/// to `most` bytes; each probe is freed at once).
+inline std::size_t largest_allocation(Arena& arena, std::size_t most) {
+  std::size_t const page = arena.page_bytes();
+  std::size_t low = 0;
+  std::size_t high = most / page + 1;  // low pages succeed, high pages fail
+  while (high - low > 1) {
+    std::size_t const mid = low + (high - low) / 2;
+    try {
+      arena.deallocate(arena.allocate(mid * page), mid * page);
+      low = mid;
+    } catch (const OutOfMemory&) {
+      high = mid;
+    }
+  }
+  return low * page;
+}
 
 /// The bytes a live allocation of `bytes` keeps mapped in `arena` (its slab block or whole pages),
 /// from the size classes of slabs.hpp: multiples of 256 B below 1 KiB, then four per doubling.
@@ -127,8 +149,10 @@ inline std::size_t rounded_bytes(const Arena& arena, std::size_t bytes) {
 using AfterFree = std::function<void(Arena&, std::size_t rounded_live_bytes)>;
 
 /// Replays `ops` on `arena` (one stream), as cuvmm-plan's replay_trace does.
+/// With `largest_up_to` not 0, the largest allocation that succeeds at the end (up to that many
+/// bytes) is measured before the survivors are freed.
 inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, std::size_t max_points = 2000,
-                          const AfterFree& after_free = {}) {
+                          const AfterFree& after_free = {}, std::size_t largest_up_to = 0) {
   ArenaReplay r;
   std::size_t const stride = std::max<std::size_t>(1, ops.size() / max_points);
   std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
@@ -172,6 +196,8 @@ inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, s
   }
   r.stats = arena.stats();
   r.peak_physical = r.stats.bytes_physical.peak;
+  r.live_at_end = requested;
+  if (largest_up_to != 0) r.largest_after = largest_allocation(arena, largest_up_to);
   for (auto const& [id, entry] : live) arena.deallocate(entry.first, entry.second);
   if (points != 0) {
     for (double* mean : {&r.mean_utilization, &r.rounding_loss, &r.cached_loss, &r.pooled_loss, &r.never_releasing_bound}) {

@@ -221,7 +221,7 @@ TEST_CASE("page sizes that do not fit the granularity are refused", "[arena]") {
   CHECK(host.live_counts() == LiveCounts{});
 }
 
-// --- cost per operation as the arena grows (issue #15.3, #15.5) -----------------------------------
+// --- cost per operation as the arena grows ---------------------------------------------------------
 //
 // Counted in time ratios between sizes, not absolute times: the median cost of a batch of 1024
 // operations at each size is compared with the median at 1k live blocks. An O(log n) or amortized

@@ -29,6 +29,7 @@ ArenaOptions unusual() {
   o.page_bytes = 4 * MiB;
   o.large_page_bytes = 16 * MiB;
   o.share_large_page_tails = false;
+  o.max_lent_bytes = 3 * GiB;
   o.byte_limit = 5 * GiB;
   o.compression = Compression::preferred;
   return o;
@@ -40,6 +41,7 @@ void check_same(const ArenaOptions& a, const ArenaOptions& b) {
   CHECK(a.page_bytes == b.page_bytes);
   CHECK(a.large_page_bytes == b.large_page_bytes);
   CHECK(a.share_large_page_tails == b.share_large_page_tails);
+  CHECK(a.max_lent_bytes == b.max_lent_bytes);
   CHECK(a.byte_limit == b.byte_limit);
   CHECK(a.compression == b.compression);
   CHECK(a.access.size() == b.access.size());
@@ -65,13 +67,14 @@ TEST_CASE("an empty text changes nothing", "[arena][options_text]") {
 TEST_CASE("every key a text can set, with spaces and every unit", "[arena][options_text]") {
   ArenaOptions const o = parse_arena_options(
       " address_space_bytes : 3TiB, page_bytes:2MiB ,large_page_bytes:128MiB,byte_limit:1048576,"
-      "share_large_page_tails:true, compression: required",
+      "share_large_page_tails:true, compression: required, max_lent_bytes:96MiB",
       unusual());
   CHECK(o.address_space_bytes == std::size_t{3} << 40);
   CHECK(o.page_bytes == 2 * MiB);
   CHECK(o.large_page_bytes == 128 * MiB);
   CHECK(o.byte_limit == 1048576);
   CHECK(o.share_large_page_tails);
+  CHECK(o.max_lent_bytes == 96 * MiB);
   CHECK(o.compression == Compression::required);
   CHECK(o.device == 3);  // not settable by text: kept
   CHECK(parse_arena_options("byte_limit:5KiB").byte_limit == 5 * 1024);
@@ -106,7 +109,7 @@ TEST_CASE("sizes up to 64 bits are taken; one more is refused", "[arena][options
 TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][options_text]") {
   CHECK(refusal("large_page_bytes:64MiB,huge_pages:1") ==
         "'huge_pages:1' in \"large_page_bytes:64MiB,huge_pages:1\": no such key (address_space_bytes, page_bytes, "
-        "large_page_bytes, byte_limit, share_large_page_tails, compression)");
+        "large_page_bytes, byte_limit, max_lent_bytes, share_large_page_tails, compression)");
   CHECK(refusal("byte_limit:1GiB, byte_limit:2GiB") ==
         "'byte_limit:2GiB' in \"byte_limit:1GiB, byte_limit:2GiB\": 'byte_limit' is given twice");
   CHECK(refusal("large_page_bytes=64MiB") == "'large_page_bytes=64MiB' in \"large_page_bytes=64MiB\": wants key:value");
@@ -116,7 +119,7 @@ TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][op
   CHECK(refusal("compression:generic") == "'compression:generic' in \"compression:generic\": wants none, preferred or required");
   CHECK(refusal("device:1") ==
         "'device:1' in \"device:1\": no such key (address_space_bytes, page_bytes, large_page_bytes, byte_limit, "
-        "share_large_page_tails, compression)");
+        "max_lent_bytes, share_large_page_tails, compression)");
   // The caller's options are a copy: a refused text leaves them as they were.
   ArenaOptions kept = unusual();
   CHECK_THROWS_AS(kept = parse_arena_options("page_bytes:4MiB,bad", kept), Error);
@@ -125,15 +128,24 @@ TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][op
 
 TEST_CASE("an Arena made from parsed options has them", "[arena][options_text]") {
   HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
-  Arena arena(backend, parse_arena_options("large_page_bytes:64MiB,address_space_bytes:4GiB,byte_limit:256MiB"));
+  Arena arena(backend,
+              parse_arena_options("large_page_bytes:64MiB,address_space_bytes:4GiB,byte_limit:256MiB,max_lent_bytes:48MiB"));
   CHECK(arena.large_page_bytes() == 64 * MiB);
   CHECK(arena.address_space_bytes() == 4 * GiB);
   CHECK(arena.page_bytes() == 2 * MiB);
-  // An 80 MiB request takes two whole 64 MiB large pages (shared tails, the default); with the
-  // default 32 MiB large pages it would hold three.
+  // An 80 MiB request takes two whole 64 MiB large pages (shared tails, the default), lending the
+  // 48 MiB behind it (max_lent_bytes allows exactly that); with the default 32 MiB large pages it
+  // would hold three.
   void* p = arena.allocate(80 * MiB);
   CHECK(arena.stats().bytes_physical.current == 128 * MiB);
+  CHECK(arena.stats().bytes_lent == 48 * MiB);
   arena.deallocate(p, 80 * MiB);
+  // max_lent_bytes: a request whose tail would lend more takes small pages behind its large page.
+  Arena capped(backend, parse_arena_options("large_page_bytes:64MiB,address_space_bytes:4GiB,max_lent_bytes:46MiB"));
+  void* q = capped.allocate(80 * MiB);
+  CHECK(capped.stats().bytes_physical.current == 80 * MiB);
+  CHECK(capped.stats().bytes_lent == 0);
+  capped.deallocate(q, 80 * MiB);
   // byte_limit: 256 MiB is all it may hold.
   CHECK_THROWS_AS(arena.allocate(300 * MiB), OutOfMemory);
   // A value the Arena refuses is refused when the Arena is made, as for any options.

@@ -1,0 +1,77 @@
+// cuvmm::RmmArenaResource on the host backend, so that the rmm package check runs it on any machine
+// (g++ with RMM's headers; test/rmm/rmm_consumer.cu checks it on a GPU with RMM's containers):
+//   1. an allocation within the Arena's byte_limit succeeds, stream-ordered and not, and is freed;
+//   2. a request beyond byte_limit throws rmm::out_of_memory carrying the Arena's message, caught
+//      as rmm::bad_alloc too, and leaves nothing allocated;
+//   3. other errors stay cuvmm::Error: an alignment that is not a power of two.
+// Exit status: 0 all passed, 1 a check failed.
+#include <cuvmm/arena.hpp>
+#include <cuvmm/error.hpp>
+#include <cuvmm/host_backend.hpp>
+#include <cuvmm/rmm_arena_resource.hpp>
+
+#include <rmm/error.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace {
+
+int failures = 0;
+
+void check(bool ok, const char* what) {
+  std::printf("%s %s\n", ok ? "  ok  " : "  FAIL", what);
+  if (!ok) ++failures;
+}
+
+}  // namespace
+
+int main() {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  cuvmm::HostBackend backend({.granularity = 2 * MiB, .physical_limit = 256 * MiB});
+  cuvmm::ArenaOptions options;
+  options.address_space_bytes = 1024 * MiB;
+  options.byte_limit = 64 * MiB;
+  cuvmm::Arena arena(backend, options);
+  cuvmm::RmmArenaResource resource(arena);
+  cuda::stream_ref const stream{cudaStream_t{}};
+
+  void* p = resource.allocate(stream, 3 * MiB, 256);
+  void* q = resource.allocate_sync(1000, 256);
+  std::memset(p, 0x5A, 3 * MiB);
+  check(static_cast<unsigned char*>(p)[3 * MiB - 1] == 0x5A, "allocate(stream, 3 MiB): usable memory");
+  check(arena.stats().allocations.current == 2, "two live Arena allocations");
+  resource.deallocate(stream, p, 3 * MiB, 256);
+  resource.deallocate_sync(q, 1000, 256);
+  check(arena.stats().allocations.current == 0, "both freed");
+
+  std::string message;
+  try {
+    (void)resource.allocate(stream, 128 * MiB, 256);
+  } catch (const rmm::out_of_memory& e) {
+    message = e.what();
+  } catch (...) {
+  }
+  check(message.find("Arena::allocate") != std::string::npos,
+        "128 MiB beyond a 64 MiB byte_limit: rmm::out_of_memory with the Arena's message");
+  bool as_bad_alloc = false;
+  try {
+    (void)resource.allocate_sync(128 * MiB, 256);
+  } catch (const rmm::bad_alloc&) {
+    as_bad_alloc = true;
+  }
+  check(as_bad_alloc, "allocate_sync: caught as rmm::bad_alloc");
+  check(arena.stats().allocations.current == 0 && backend.live_counts().bytes_physical <= 64 * MiB,
+        "the failed requests left nothing allocated, within byte_limit");
+
+  bool invalid = false;
+  try {
+    (void)resource.allocate_sync(4096, 3);
+  } catch (const cuvmm::Error& e) {
+    invalid = e.is(cuvmm::ErrorCode::invalid_argument);
+  }
+  check(invalid, "alignment 3: cuvmm::Error (invalid_argument), not an out-of-memory error");
+  std::printf("rmm_arena_resource_host: %d failed\n", failures);
+  return failures == 0 ? 0 : 1;
+}
