@@ -60,7 +60,7 @@ enum class MapAhead : std::uint8_t {
 
 namespace detail {
 class StepAhead;
-struct PreparedStep;
+struct TakenStep;
 }  // namespace detail
 
 /// How a growable buffer places, sizes and shares its memory.
@@ -183,7 +183,7 @@ struct GrowableStats {
   // (+ 1 while a step is pending).
   std::size_t bytes_prepared = 0;      ///< held now by the step prepared ahead (beyond capacity_bytes)
   std::size_t prepared_steps = 0;      ///< steps handed to the mapping thread, ever
-  std::size_t prepared_used = 0;       ///< of those, taken by a growth step (whole, or finished by it)
+  std::size_t prepared_used = 0;       ///< of those, taken by a growth step (whole, or finished by it if the thread had not)
   std::size_t prepared_discarded = 0;  ///< given back unused (shrinking, moves, destruction, a failed step) or never started
   std::size_t prepared_failed = 0;     ///< failed on the mapping thread (the growth that needed them made them)
 };
@@ -263,7 +263,7 @@ class GrowableStorage {
   /// a step only costs time).
   void prepare_step_ahead() noexcept;
   /// Takes the step prepared ahead (see StepAhead::take), counting how it ended unless it is used.
-  detail::PreparedStep take_step_ahead() noexcept;
+  detail::TakenStep take_step_ahead() noexcept;
 
   Backend* backend_ = nullptr;
   GrowableOptions options_;

@@ -335,20 +335,27 @@ void GrowableStorage::reserve(std::size_t bytes) {
   new_chunks.reserve(estimate);
   new_mappings.reserve(estimate);
 
-  // The step prepared ahead, if any, is this step's first chunk: mapped right behind capacity_,
-  // perhaps not yet mapped or granted if this growth took it midway.
+  // The step prepared ahead, if any, is this step's first chunk, right behind capacity_: made,
+  // mapped and granted ahead, or finished here if the mapping thread had not got that far. (One
+  // that failed there is not redone as planned: this step is made as if none had been prepared.)
   std::size_t mapped = capacity_;
   std::size_t granted = 0;  // new_mappings[0, granted) have their access already
+  std::size_t made_ahead = 0;  // new_chunks[0, made_ahead) were made by the mapping thread
   {
-    detail::PreparedStep ahead = take_step_ahead();
-    if (ahead.chunk) {
-      new_chunks.push_back(std::move(ahead.chunk));
-      if (ahead.mapping) {
-        new_mappings.push_back(std::move(ahead.mapping));
+    detail::TakenStep ahead = take_step_ahead();
+    if (!ahead.failed && ahead.planned_bytes != 0) {
+      made_ahead = ahead.step.chunk ? 1 : 0;
+      if (!ahead.step.chunk) {
+        std::size_t const needed = round_up(bytes - mapped, granularity_);
+        ahead.step.chunk = create_chunk(ahead.device, ahead.planned_bytes, std::min(needed, ahead.planned_bytes));
+      }
+      new_chunks.push_back(std::move(ahead.step.chunk));
+      if (ahead.step.mapping) {
+        new_mappings.push_back(std::move(ahead.step.mapping));
       } else {
         new_mappings.emplace_back(active_range(), range_offset() + mapped, new_chunks.back());
       }
-      granted = ahead.accessible ? 1 : 0;
+      granted = ahead.step.accessible ? 1 : 0;
       mapped += new_chunks.back().size();
     }
   }
@@ -369,7 +376,7 @@ void GrowableStorage::reserve(std::size_t bytes) {
   // Commit: make room first (may throw, nothing changed yet), then only noexcept moves.
   chunks_.reserve(chunks_.size() + new_chunks.size());
   mappings_.reserve(mappings_.size() + new_mappings.size());
-  counters_.chunks_created += new_chunks.size() - (uses_prepared ? 1 : 0);  // a prepared one counted when taken
+  counters_.chunks_created += new_chunks.size() - made_ahead;  // the mapping thread's counted when taken
   counters_.access_calls += grants_now ? 1 : 0;
   ++counters_.growth_steps;
   if (uses_prepared) {
@@ -405,7 +412,7 @@ void GrowableStorage::prepare_step_ahead() noexcept {
   }
 }
 
-detail::PreparedStep GrowableStorage::take_step_ahead() noexcept {
+detail::TakenStep GrowableStorage::take_step_ahead() noexcept {
   if (!step_ahead_) return {};
   detail::TakenStep taken = step_ahead_->take();
   step_ahead_.reset();
@@ -416,7 +423,7 @@ detail::PreparedStep GrowableStorage::take_step_ahead() noexcept {
   } else {
     ++counters_.prepared_discarded;  // until a growth step commits it (reserve)
   }
-  return std::move(taken.step);
+  return taken;
 }
 
 void GrowableStorage::settle_step_ahead() const noexcept {
@@ -424,7 +431,7 @@ void GrowableStorage::settle_step_ahead() const noexcept {
 }
 
 void GrowableStorage::give_back_step_ahead() noexcept {
-  detail::PreparedStep const unused = take_step_ahead();
+  detail::TakenStep const unused = take_step_ahead();
 }  // unmapped, then released
 
 bool GrowableStorage::can_shrink_to(std::size_t bytes) const noexcept {

@@ -88,7 +88,7 @@ TakenStep StepAhead::take() noexcept {
     wanted_ = true;
     changed_.wait(lock, [this] { return state_ != State::preparing; });
   }
-  TakenStep taken{std::move(step_), state_ == State::failed, chunks_created_};
+  TakenStep taken{std::move(step_), state_ == State::failed, chunks_created_, plan_.bytes, plan_.props.device};
   state_ = State::taken;
   return taken;
 }

@@ -56,9 +56,11 @@ struct PreparedStep {
 
 /// What the owner gets from take().
 struct TakenStep {
-  PreparedStep step;          // empty when the step failed or was never started
-  bool failed = false;        // the preparation failed (and gave back what it made)
+  PreparedStep step;               // empty when the step failed or was never started
+  bool failed = false;             // the preparation failed (and gave back what it made)
   std::size_t chunks_created = 0;  // chunks the worker created for this step (0 or 1)
+  std::size_t planned_bytes = 0;   // StepPlan::bytes: a growth that takes the step makes it whole
+  int device = 0;                  // StepPlan::props.device
 };
 
 class StepAhead {
@@ -74,7 +76,8 @@ class StepAhead {
   void abandon() noexcept;
 
   /// The owner's side: the whole step if ready; what exists after the worker's current driver call
-  /// if it is being prepared; nothing if it never started or failed. The worker is done with it.
+  /// if it is being prepared; nothing if it never started or failed. The worker is done with it,
+  /// and a growth that takes it finishes the planned step (unless it failed).
   [[nodiscard]] TakenStep take() noexcept;
   /// Waits until the worker is done with the step: ready, handed over, failed or taken.
   void settle() const noexcept;

@@ -463,3 +463,32 @@ TEST_CASE("buffers on several threads share the mapping thread and keep every el
   CHECK(mismatches.load() == 0);
   CHECK(backend.live_counts() == LiveCounts{});
 }
+
+TEST_CASE("a growth that needs a step the mapping thread has not started makes the planned step itself",
+          "[growable][map-ahead]") {
+  HostBackend real(small_granules());
+  GateBackend gate(real);
+  std::atomic<bool> opened{false};
+  HostGrowableBuffer<std::uint8_t> busy(gate, mapping_ahead());  // holds the mapping thread
+  busy.resize(granule);
+  gate.close_for_next_create();
+  busy.resize(2 * granule);
+  gate.wait_until_held();
+
+  HostGrowableBuffer<std::uint8_t> buffer(real, mapping_ahead());
+  buffer.resize(granule, 1);
+  buffer.resize(2 * granule, 2);  // its step ahead (2 granules) queues behind busy's
+  buffer.resize(2 * granule + 1, 3);
+  GrowableStats const s = buffer.stats();
+  CHECK(buffer.storage().capacity() == 4 * granule);  // the planned 2 granules, made here
+  CHECK(s.chunk_count == 3);
+  CHECK(s.prepared_used == 1);
+  CHECK(s.prepared_steps == 2);
+  CHECK(buffer[2 * granule] == 3);
+  std::thread helper = opener(gate, opened);
+  busy.storage().settle_step_ahead();
+  buffer.storage().settle_step_ahead();
+  helper.join();
+  CHECK(buffer.stats().bytes_prepared == 4 * granule);
+  CHECK(accounted(buffer.stats(), true));
+}
