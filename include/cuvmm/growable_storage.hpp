@@ -7,7 +7,8 @@
 //  2. Every operation completes or leaves the object as it was, leaking nothing: a growth step
 //     builds its chunks and mappings in locals and commits them only when all succeeded.
 //  3. Mapped bytes are a prefix [0, capacity()) of the range, granted the configured access.
-//     Slack is bounded by the growth policy (growth_policy.hpp, DESIGN.md invariant 6).
+//     Slack is bounded by the growth policy (growth_policy.hpp, DESIGN.md invariant 6), plus
+//     the one step a storage that maps ahead may hold beyond capacity() (invariant 8).
 //  4. Shrinking unmaps and releases whole tail chunks only. It does not wait for anything:
 //     cuMemUnmap does not wait for kernels either, so the caller first makes sure no queued work
 //     still uses the tail (GrowableBuffer waits for its stream, never for the whole device).
