@@ -185,7 +185,7 @@ struct GrowableStats {
   std::size_t bytes_prepared = 0;      ///< held now by the step prepared ahead (beyond capacity_bytes)
   std::size_t prepared_steps = 0;      ///< steps handed to the mapping thread, ever
   std::size_t prepared_used = 0;       ///< of those, taken by a growth step (finished by it where the thread had not)
-  std::size_t prepared_discarded = 0;  ///< given back unused: shrinking, grant_access, moves, destruction, a failed growth
+  std::size_t prepared_discarded = 0;  ///< given back unused (shrinking, grant_access, moves, a failed growth)
   std::size_t prepared_failed = 0;     ///< failed on the mapping thread (the growth that needed the step made its own)
 };
 

@@ -9,9 +9,10 @@
 //    step takes. The "hide size" is a chunk whose fill takes the device about twice one step's
 //    time: between two steps the host also issues the appends that fill the chunk, and a larger
 //    chunk's grant costs more (~50 µs at 32 MiB, ~75 µs at 512 MiB on the H200). 4 GiB in 64 MiB
-//    appends (bench_growth) took 1.46-1.83x the time of a preallocated buffer with chunks of one
-//    step's fill (278 MiB, 17 steps), 1.33-1.40x with twice that (556 MiB, 11 steps); three and
-//    four times gave no more (1.31-1.61x) for more slack.
+//    appends (cuvmm-plan --growth-case growable_hide_MiB_N:4294967296:67108864) took 1.46-1.83x
+//    the time of a preallocated buffer with chunks of one step's fill (N = 278, 17 steps),
+//    1.33-1.40x with twice that (556, 11 steps); three and four times gave no more (1.31-1.61x)
+//    for more slack.
 //    On an H200 (~3.5 TB/s of fill bandwidth, ~90 µs a step) that is ~600 MB. cuvmm-plan measures
 //    it per GPU (2 x fill bandwidth of the preallocated baseline x step time of its chunk size) and
 //    prints the value for GrowableOptions::hide_bytes. Its default is the device's memory / 256
