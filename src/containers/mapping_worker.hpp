@@ -90,8 +90,6 @@ class StepAhead {
   };
   [[nodiscard]] Counts counts() const noexcept;
 
-  [[nodiscard]] const StepPlan& plan() const noexcept { return plan_; }
-
  private:
   enum class State : std::uint8_t { queued, preparing, ready, handed_over, failed, taken };
 
