@@ -3,6 +3,8 @@
 // the same code. A buffer grows to a target size in appends of a fixed size, each append filled on
 // the device (cudaMemsetAsync on one stream), with every strategy cuvmm-plan knows side by side:
 //   growable                      cuvmm's GrowableStorage, its real growth policy (copies nothing)
+//   growable_no_map_ahead         the same with GrowableOptions::map_ahead off: every step on the
+//                                 appending thread (the default prepares the next one ahead)
 //   growable_fixed_chunks         the same with every chunk one granule (2 MiB)
 //   cudaMalloc_copy_grow_2x/1.5x  cudaMalloc a larger buffer, copy, wait, cudaFree the old one
 //   cudaMallocAsync_copy_grow_2x  the same, stream-ordered, from the default pool, no host wait
@@ -20,6 +22,7 @@
 // CUVMM_BENCH_ITERATIONS=1 (as cuvmm-plan does) for numbers that do not.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -27,9 +30,11 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <cuvmm/cuda_backend.hpp>
 #include <cuvmm/error.hpp>
+#include <cuvmm/growable_storage.hpp>
 
 #include "device_runtime.hpp"
 #include "measure.hpp"
@@ -46,8 +51,9 @@ DeviceRuntimeSession& session() {
   return instance;
 }
 
-/// Between iterations: half a second for the driver to finish the previous teardown's frees (on
-/// the H200, 120 GiB grew at 1.99x the preallocated time without this pause and 1.06x with it).
+/// Between iterations: half a second for the driver to finish the previous teardown's frees
+/// (grow/growable/120GiB/64MiB on an H200: 1.99x the preallocated time without this pause, 1.06x
+/// with it).
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(500)); }
 
 /// Iterations of each growth benchmark: CUVMM_BENCH_ITERATIONS, else 3.
@@ -57,10 +63,30 @@ int iterations_from_environment() {
   return n > 0 ? n : 3;
 }
 
+/// The row beside `growable` that shows what mapping ahead gains; the others are cuvmm-plan's.
+constexpr const char* no_map_ahead_name = "growable_no_map_ahead";
+
+std::unique_ptr<GrowthStrategy> make_strategy(const std::string& strategy, cuvmm::Backend& backend,
+                                              DeviceRuntimeSession& device, std::size_t target_bytes) {
+  if (strategy == no_map_ahead_name) {
+    cuvmm::GrowableOptions options;
+    options.map_ahead = cuvmm::MapAhead::off;
+    return make_growable_strategy(backend, options);
+  }
+  return make_growth_strategy(strategy, backend, &device, target_bytes);
+}
+
+std::vector<std::string> strategy_names() {
+  std::vector<std::string> names = growth_strategy_names(true);
+  auto const growable = std::find(names.begin(), names.end(), growable_policy_name);
+  names.insert(growable == names.end() ? names.end() : growable + 1, no_map_ahead_name);
+  return names;
+}
+
 void grow(benchmark::State& state, const std::string& strategy, GrowthCase growth) {
   DeviceRuntimeSession& device = session();
   cuvmm::Backend& backend = cuvmm::cuda_backend(0);
-  auto const make = [&] { return make_growth_strategy(strategy, backend, &device, growth.target_bytes); };
+  auto const make = [&] { return make_strategy(strategy, backend, device, growth.target_bytes); };
   GrowthRow row;
   double teardown_seconds = 0;
   for (auto _ : state) {
@@ -113,7 +139,7 @@ std::string label(std::size_t bytes) {
 }
 
 int const registered = [] {
-  for (std::string const& strategy : growth_strategy_names(true)) {
+  for (std::string const& strategy : strategy_names()) {
     for (GrowthCase const growth : device_growth_cases()) {
       std::string const name = "grow/" + strategy + "/" + label(growth.target_bytes) + "/" + label(growth.append_bytes);
       benchmark::RegisterBenchmark(name.c_str(), grow, strategy, growth)

@@ -1,5 +1,5 @@
 // bench_growth_overlap: can a GrowableBuffer's growth steps run on a background thread without
-// slowing the application thread's launches? (issue #12, the GrowableBuffer half)
+// slowing the application thread's launches, and how much of growth does mapping ahead hide?
 //
 // A growth step is cuMemCreate + cuMemMap + cuMemSetAccess of one new chunk (here through cuvmm's
 // PhysicalChunk and Mapping on the CudaBackend). Doing it ahead of need, on another thread, helps
@@ -11,6 +11,10 @@
 //  D  the steps alone, for the same chunk sizes;
 //  E  4 GiB reached in 64 MiB memsets: preallocated, growth in 288 MiB chunks on the application
 //     thread, and the same chunks prepared one chunk ahead by a background thread.
+//  F  GrowableStorage itself (its policy, default hide size) reached in memsets, 4 GiB in 64 MiB
+//     and 1 GiB in 1 MiB: preallocated, map_ahead off, map_ahead on (the mapping thread prepares
+//     the next step while the stream fills): total time over preallocated, the application
+//     thread's time in growth steps, and how many prepared steps growth used.
 // Chunks made during a foreground window are unmapped and released after it (the stream never
 // uses them); in E, only after the stream has been synchronized. Background chunks are capped at
 // 16 GiB per window, so the process stays below 20 GiB of device memory.
@@ -32,6 +36,7 @@
 
 #include <cuvmm/address_range.hpp>
 #include <cuvmm/cuda_backend.hpp>
+#include <cuvmm/growable_storage.hpp>
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
 
@@ -428,6 +433,68 @@ void growth_rows(cuvmm::Backend& backend, cudaStream_t stream) {
   std::printf("%-34s %-26s %11.2f\n", "E", "median(iii)/median(i)", stats(t3).median / m1);
 }
 
+/// F: GrowableStorage grown to `total` in memsets of `fill`, each reserve() right before its memset;
+/// the storage's range is reserved before the clock starts and released after it stops.
+double f_growable(cuvmm::Backend& backend, cudaStream_t stream, std::size_t total, std::size_t fill,
+                  cuvmm::MapAhead map_ahead, cuvmm::GrowableStats& stats) {
+  cuvmm::GrowableOptions options;
+  options.max_capacity_bytes = total;
+  options.map_ahead = map_ahead;
+  cuvmm::GrowableStorage storage(backend, options);
+  const auto a = Clock::now();
+  for (std::size_t off = 0; off < total; off += fill) {
+    storage.reserve(off + fill);
+    check(cudaMemsetAsync(reinterpret_cast<unsigned char*>(storage.data()) + off, 1, fill, stream), "cudaMemsetAsync");
+  }
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  const double ms = us_between(a, Clock::now()) / 1000.0;
+  storage.settle_step_ahead();
+  stats = storage.stats();
+  return ms;
+}
+
+void growable_rows(cuvmm::Backend& backend, cudaStream_t stream, std::size_t total, std::size_t fill,
+                   const char* label) {
+  void* pre = nullptr;
+  check(cudaMalloc(&pre, total), "cudaMalloc");
+  std::vector<double> t_pre, t_off, t_on, r_off, r_on, steps_off, steps_on, used_on;
+  try {
+    for (int r = -1; r < reps; ++r) {
+      const auto a = Clock::now();
+      for (std::size_t off = 0; off < total; off += fill) {
+        check(cudaMemsetAsync(static_cast<unsigned char*>(pre) + off, 1, fill, stream), "cudaMemsetAsync");
+      }
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      const double pre_ms = us_between(a, Clock::now()) / 1000.0;
+      cuvmm::GrowableStats off_stats, on_stats;
+      const double off_ms = f_growable(backend, stream, total, fill, cuvmm::MapAhead::off, off_stats);
+      const double on_ms = f_growable(backend, stream, total, fill, cuvmm::MapAhead::on, on_stats);
+      if (r < 0) continue;
+      t_pre.push_back(pre_ms);
+      t_off.push_back(off_ms);
+      t_on.push_back(on_ms);
+      r_off.push_back(off_ms / pre_ms);
+      r_on.push_back(on_ms / pre_ms);
+      steps_off.push_back(1e-6 * static_cast<double>(off_stats.growth_nanoseconds));
+      steps_on.push_back(1e-6 * static_cast<double>(on_stats.growth_nanoseconds));
+      used_on.push_back(static_cast<double>(on_stats.prepared_used));
+    }
+  } catch (...) {
+    cudaFree(pre);
+    throw;
+  }
+  check(cudaFree(pre), "cudaFree");
+  const std::string row = std::string("F  ") + label;
+  print_row(row.c_str(), "preallocated total", stats(t_pre), "ms");
+  print_row(row.c_str(), "map_ahead off total", stats(t_off), "ms");
+  print_row(row.c_str(), "map_ahead on total", stats(t_on), "ms");
+  print_row(row.c_str(), "off / preallocated per rep", stats(r_off), "x");
+  print_row(row.c_str(), "on / preallocated per rep", stats(r_on), "x");
+  print_row(row.c_str(), "off: app thread in steps", stats(steps_off), "ms");
+  print_row(row.c_str(), "on: app thread in steps", stats(steps_on), "ms");
+  print_row(row.c_str(), "on: prepared steps used", stats(used_on), "");
+}
+
 int run() {
   int devices = 0;
   const cudaError_t probe = cudaGetDeviceCount(&devices);
@@ -460,6 +527,8 @@ int run() {
     check(cudaFree(buffer), "cudaFree");
     buffer = nullptr;
     growth_rows(backend, stream);
+    growable_rows(backend, stream, 4 * GiB, 64 * MiB, "4 GiB in 64 MiB");
+    growable_rows(backend, stream, GiB, MiB, "1 GiB in 1 MiB");
   } catch (...) {
     if (buffer != nullptr) cudaFree(buffer);
     cudaStreamDestroy(stream);

@@ -7,7 +7,8 @@
 //  2. Every operation completes or leaves the object as it was, leaking nothing: a growth step
 //     builds its chunks and mappings in locals and commits them only when all succeeded.
 //  3. Mapped bytes are a prefix [0, capacity()) of the range, granted the configured access.
-//     Slack is bounded by the growth policy (growth_policy.hpp, DESIGN.md invariant 6).
+//     Slack is bounded by the growth policy (growth_policy.hpp, DESIGN.md invariant 6), plus
+//     the one step a storage that maps ahead may hold beyond capacity() (invariant 8).
 //  4. Shrinking unmaps and releases whole tail chunks only. It does not wait for anything:
 //     cuMemUnmap does not wait for kernels either, so the caller first makes sure no queued work
 //     still uses the tail (GrowableBuffer waits for its stream, never for the whole device).
@@ -20,11 +21,18 @@
 //     (GrowableOptions::reservation_pool); either way it is fixed for the storage's life and
 //     max_capacity() is its size. A default-sized range holds a share of the process's budget
 //     (DefaultReservationLimits) until it is freed. A default-constructed storage is unbound: no backend, no range.
+//  8. Mapping ahead (GrowableOptions::map_ahead): from the second growth step on, each step hands
+//     the next one, step_ahead_bytes(), to the process's mapping thread, which creates and maps it
+//     right behind capacity() off the caller's thread. The growth that needs it takes it (waiting
+//     at most for the thread's current driver call, then finishing it itself); capacity(), data()
+//     and the strong guarantee are as without it, and a preparation that failed is redone by that
+//     growth. Shrinking, grant_access(), moves and destruction give the prepared step back.
 // It knows nothing of element types, sizes in use or streams: GrowableBuffer<T> keeps those.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -43,6 +51,18 @@ enum class Placement : std::uint8_t {
   striped,   ///< chunk i on devices[i % n]: simple, but chunks grow, so later devices get more
   balanced,  ///< each chunk on the device that holds the fewest of this buffer's bytes (ties: list order)
 };
+
+/// Whether a growable buffer prepares its next growth step ahead of need (GrowableOptions::map_ahead).
+enum class MapAhead : std::uint8_t {
+  automatic,  ///< on for device memory under the fast policy, off otherwise
+  on,         ///< on under the fast policy, in any memory space (the compact policy never maps ahead)
+  off,        ///< every growth step is made by the append that needs it
+};
+
+namespace detail {
+class StepAhead;
+struct TakenStep;
+}  // namespace detail
 
 /// How a growable buffer places, sizes and shares its memory.
 struct GrowableOptions {
@@ -80,6 +100,10 @@ struct GrowableOptions {
   /// memory (its memory / 256: ~556 MiB on an H200). `cuvmm-plan` measures it for a GPU and prints
   /// the value to set here. Rounded down to whole granules, within [one granule, the chunk cap].
   std::size_t hide_bytes = 0;
+  /// Whether the next growth step is prepared ahead, off the caller's thread, so that its driver
+  /// calls overlap the GPU's work (DESIGN.md invariant 6): at most one step, from the second growth
+  /// step on; its bytes are GrowableStats::bytes_prepared until a growth takes them.
+  MapAhead map_ahead = MapAhead::automatic;
   /// Where the address range comes from. Null (the default): the buffer reserves its own range,
   /// sized by max_capacity_bytes (0: as large as its devices' memory, ~141 GB on an H200, within the
   /// process's DefaultReservationLimits). A pool (reservation_pool.hpp): the buffer takes one
@@ -155,6 +179,14 @@ struct GrowableStats {
   Compression compression = Compression::none;  ///< the policy asked for (GrowableOptions::compression)
   std::size_t compressed_bytes = 0;             ///< mapped now in chunks granted compression
   std::size_t compression_fallback_bytes = 0;   ///< mapped now in chunks that asked for it and were refused
+  // Mapping ahead (GrowableOptions::map_ahead). Every step handed to the mapping thread ends as
+  // used, discarded or failed: prepared_steps = prepared_used + prepared_discarded + prepared_failed
+  // (+ 1 while a step is pending).
+  std::size_t bytes_prepared = 0;      ///< held now by the step prepared ahead (beyond capacity_bytes)
+  std::size_t prepared_steps = 0;      ///< steps handed to the mapping thread, ever
+  std::size_t prepared_used = 0;       ///< of those, taken by a growth step (finished by it where the thread had not)
+  std::size_t prepared_discarded = 0;  ///< given back unused (shrinking, grant_access, moves, a failed growth)
+  std::size_t prepared_failed = 0;     ///< failed on the mapping thread (the growth that needed the step made its own)
 };
 
 class GrowableStorage {
@@ -170,7 +202,8 @@ class GrowableStorage {
   /// Moves leave `other` empty (no range, no chunks) but usable for destruction and assignment.
   GrowableStorage(GrowableStorage&& other) noexcept;
   GrowableStorage& operator=(GrowableStorage&& other) noexcept;
-  ~GrowableStorage() = default;
+  /// Gives back a step prepared ahead (waiting at most for one driver call), then everything else.
+  ~GrowableStorage();
 
   [[nodiscard]] Address data() const noexcept { return slot_ ? slot_.range().base() + slot_.offset() : range_.base(); }
   /// Bytes mapped and accessible from data().
@@ -196,6 +229,14 @@ class GrowableStorage {
   /// (CapacityExceeded, OutOfMemory, a driver error) nothing changed and nothing leaked.
   void reserve(std::size_t bytes);
 
+  /// Whether growth steps are prepared ahead (GrowableOptions::map_ahead, resolved).
+  [[nodiscard]] bool maps_ahead() const noexcept { return map_ahead_; }
+  /// Waits until the step being prepared ahead, if any, is ready or has failed: for tests and
+  /// benchmarks that need settled statistics. Growth never needs it.
+  void settle_step_ahead() const noexcept;
+  /// Gives back the step prepared ahead, if any (no device work can use it: nothing to wait for).
+  void give_back_step_ahead() noexcept;
+
   /// Bytes of this storage's chunks that live on `device`.
   [[nodiscard]] std::size_t bytes_on_device(int device) const noexcept;
 
@@ -219,6 +260,11 @@ class GrowableStorage {
   /// Creates one chunk of `bytes` on `device`; on OutOfMemory retries once with `fallback_bytes`
   /// (the least that still satisfies the request) when that is smaller.
   PhysicalChunk create_chunk(int device, std::size_t bytes, std::size_t fallback_bytes);
+  /// Hands the next step to the mapping thread (after a growth step; never throws: not preparing
+  /// a step only costs time).
+  void prepare_step_ahead() noexcept;
+  /// Takes the step prepared ahead (see StepAhead::take), counting how it ended unless it is used.
+  detail::TakenStep take_step_ahead() noexcept;
 
   Backend* backend_ = nullptr;
   GrowableOptions options_;
@@ -236,6 +282,8 @@ class GrowableStorage {
   std::vector<Mapping> mappings_;       // mappings_[i] maps chunks_[i]; unmapped first
   std::size_t capacity_ = 0;
   GrowableStats counters_;              // the cumulative counters (the rest is derived)
+  bool map_ahead_ = false;              // GrowableOptions::map_ahead resolved
+  std::shared_ptr<detail::StepAhead> step_ahead_;  // the step prepared ahead, shared with the mapping thread
 };
 
 }  // namespace cuvmm

@@ -1,29 +1,31 @@
 // cuvmm/growth_policy.hpp: how big the next physical chunk of a growing buffer is. The one place
 // this is decided (DESIGN.md invariant 6).
 //
-// Reasoning (numbers from the H200, see H200.md, bench/bench_driver_calls.cu and issue #12):
+// Reasoning (numbers from the H200: bench/bench_driver_calls.cu for the driver calls,
+// bench/bench_growth.cpp and bench/bench_growth_overlap.cu for growth against preallocated memory):
 //  - A growth step costs ~50-100 µs of driver calls on the host (cuMemCreate ~11-37 µs, cuMemMap
 //    ~1 µs, and granting access ~25 µs per newly mapped handle whatever the call shape). A step is
 //    hidden behind the GPU's work only when the chunk it maps takes the GPU longer to fill than the
 //    step takes. The "hide size" is a chunk whose fill takes the device about twice one step's
 //    time: between two steps the host also issues the appends that fill the chunk, and a larger
-//    chunk's grant costs more (~50 µs at 32 MiB, ~75 µs at 512 MiB on the H200). Measured there
-//    (2026-11-30, 4 GiB in 64 MiB appends, fresh processes, 3 rounds): 1.46-1.83x the time of a
-//    preallocated buffer with chunks of one step's fill (278 MiB, 17 steps), 1.33-1.40x with twice
-//    that (556 MiB, 11 steps); three and four times gave no more (1.31-1.61x) for more slack.
+//    chunk's grant costs more (~50 µs at 32 MiB, ~75 µs at 512 MiB on the H200). 4 GiB in 64 MiB
+//    appends (cuvmm-plan --growth-case growable_hide_MiB_N:4294967296:67108864) took 1.46-1.83x
+//    the time of a preallocated buffer with chunks of one step's fill (N = 278, 17 steps),
+//    1.33-1.40x with twice that (556, 11 steps); three and four times gave no more (1.31-1.61x)
+//    for more slack.
 //    On an H200 (~3.5 TB/s of fill bandwidth, ~90 µs a step) that is ~600 MB. cuvmm-plan measures
 //    it per GPU (2 x fill bandwidth of the preallocated baseline x step time of its chunk size) and
 //    prints the value for GrowableOptions::hide_bytes. Its default is the device's memory / 256
 //    (default_hide_bytes): ~140 GiB / 256 = ~556 MiB on an H200. Fast GPUs have about 25-45
 //    bytes/s of bandwidth per byte of memory, so writing memory / 256 takes ~90-160 µs: about two
 //    steps.
-//  - Below the hide size every step is exposed, so the count of steps is what costs: the old rule
-//    (1/16 of the size per chunk, ~11 steps per doubling) made 256 MiB in 4 KiB appends take 58
-//    steps and run no faster than cudaMalloc copy-and-grow. So the `fast` policy grows a buffer
-//    smaller than the hide size like std::vector: each step maps at least as much as is mapped
-//    (capacity at least doubles; 8 steps to 256 MiB from one 2 MiB granule). The slack this leaves
-//    is below what is mapped, so below the size: never worse than copy-and-grow's, which also
-//    holds the old and the new copy at once while it copies.
+//  - Below the hide size every step is exposed, so the count of steps is what costs: 1/16 of the
+//    size per chunk (~11 steps per doubling) makes 256 MiB in 4 KiB appends take 58 steps and run
+//    no faster than cudaMalloc copy-and-grow. So the `fast` policy grows a buffer smaller than the
+//    hide size like std::vector: each step maps at least as much as is mapped (capacity at least
+//    doubles; 8 steps to 256 MiB from one 2 MiB granule). The slack this leaves is below what is
+//    mapped, so below the size: never worse than copy-and-grow's, which also holds the old and the
+//    new copy at once while it copies.
 //  - From the hide size on, chunks are at least the hide size (each step hidden, slack at most one
 //    hide size), and once 1/16 of the size is larger, 1/16 of the size (so slack stays <= 1/16 for
 //    large buffers: ~11 steps per doubling there, each hidden), rounded down to whole granules.
@@ -35,18 +37,15 @@
 //    big step (a 64 MiB append to a small buffer, a reserve) is one exact chunk.
 //  - Bound (checked by the unit tests over a sweep of sizes): after growing to `size`, the slack
 //    (mapped - size) is at most max(size / 16, min(size, hide size)) plus one granule.
-//  - The `compact` policy is the old rule (1/16 of the size at every size, slack <= 1/16 or one
-//    granule), for programs that prefer memory over time.
-//  - Tried and measured before: units rounded down to powers of two averaged ~1/22 of the size
-//    (more steps for the same slack); creating the next chunk ahead on a background thread is
-//    serialized by the driver with the foreground map/access calls (31 ms instead of 22 ms to
-//    64 GiB); a first step of twice the first append (within the bound) saved one step of 11 and
-//    0-70 µs of ~1.55 ms to 4 GiB in 64 MiB appends (2026-12-01), but a buffer resized once would
-//    then hold up to twice its size, so it is not done. Where the 4 GiB case's time goes, measured
-//    there: memory reserved beforehand fills as fast as cudaMalloc's; the first step (~110 µs)
-//    precedes every fill, and the steps at appends 1, 2, 4 and 8 leave the GPU idle ~100 µs in all,
-//    as fewer fills are queued than a step takes. Fewer steps, and fewer, larger handles, are what
-//    make growth cheaper.
+//  - Mapping ahead (fast policy only, GrowableOptions::map_ahead): a buffer may hold one more step,
+//    step_ahead_bytes(), prepared off the caller's thread so that its driver calls overlap the GPU's
+//    work; the slack bound then grows by that one step. Growing by one step ahead rather than by
+//    a larger first chunk keeps a buffer resized once at its size: preparation starts from the
+//    second growth step.
+//  - The `compact` policy takes 1/16 of the size at every size (slack <= 1/16 or one granule) and
+//    never maps ahead, for programs that prefer memory over time.
+//  - Rounding units down to powers of two averages ~1/22 of the size: more steps for the same
+//    slack, so units are whole granules instead.
 #pragma once
 
 #include <cstddef>
@@ -124,11 +123,19 @@ constexpr std::size_t next_chunk_bytes(std::size_t mapped_bytes, std::size_t tar
   return chunk < cap ? chunk : cap;
 }
 
-/// The compact policy's chunk (1/16 of the size at every size), as before GrowthShape existed.
+/// The compact policy's chunk (1/16 of the size at every size).
 constexpr std::size_t next_chunk_bytes(std::size_t mapped_bytes, std::size_t target_bytes, std::size_t granularity,
                                        std::size_t max_chunk_bytes) noexcept {
   return next_chunk_bytes(mapped_bytes, target_bytes,
                           GrowthShape{granularity, max_chunk_bytes, 0, GrowthPolicy::compact});
+}
+
+/// The step a buffer that has `mapped_bytes` mapped may prepare ahead of need: the chunk the next
+/// growth past what is mapped would map (next_chunk_bytes for one more byte). 0 under the compact
+/// policy, which never maps ahead. The caller limits it to the room left in the address range.
+constexpr std::size_t step_ahead_bytes(std::size_t mapped_bytes, const GrowthShape& shape) noexcept {
+  if (shape.policy != GrowthPolicy::fast) return 0;
+  return next_chunk_bytes(mapped_bytes, mapped_bytes + 1, shape);
 }
 
 }  // namespace cuvmm

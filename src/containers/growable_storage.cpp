@@ -4,6 +4,8 @@
 // vectors on the stack until every driver call succeeded; then they are moved (noexcept) into the
 // members, whose capacity was reserved beforehand. If anything throws, the locals unmap and release
 // what they hold, in that order (mappings are declared after chunks), and the object is unchanged.
+// A step prepared ahead (mapping_worker.hpp) joins those locals first: a growth that fails gives it
+// back with the rest, one that succeeds commits it with the rest.
 #include <cuvmm/growable_storage.hpp>
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include <utility>
 
 #include <cuvmm/error.hpp>
+
+#include "mapping_worker.hpp"
 
 namespace cuvmm {
 namespace {
@@ -143,6 +147,9 @@ GrowableStorage::GrowableStorage(Backend& backend, GrowableOptions options)
   std::size_t hide = options_.hide_bytes;
   if (options_.growth == GrowthPolicy::fast && hide == 0) hide = default_hide_for(backend, options_, granularity_);
   shape_ = GrowthShape{granularity_, options_.max_chunk_bytes, hide, options_.growth};
+  map_ahead_ = options_.growth == GrowthPolicy::fast &&
+               (options_.map_ahead == MapAhead::on ||
+                (options_.map_ahead == MapAhead::automatic && backend.space() == MemorySpace::device));
   if (options_.reservation_pool != nullptr) {
     take_slot();
   } else {
@@ -183,25 +190,13 @@ void GrowableStorage::take_slot() {
   limit_ = limit;
 }
 
-GrowableStorage::GrowableStorage(GrowableStorage&& other) noexcept
-    : backend_(other.backend_),
-      options_(std::move(other.options_)),
-      granularity_(other.granularity_),
-      shape_(other.shape_),
-      slot_(std::move(other.slot_)),
-      limit_(std::exchange(other.limit_, 0)),
-      budget_share_(std::move(other.budget_share_)),
-      range_(std::move(other.range_)),
-      chunks_(std::move(other.chunks_)),
-      mappings_(std::move(other.mappings_)),
-      capacity_(std::exchange(other.capacity_, 0)),
-      counters_(std::exchange(other.counters_, {})) {
-  other.chunks_.clear();
-  other.mappings_.clear();
-}
+GrowableStorage::GrowableStorage(GrowableStorage&& other) noexcept : GrowableStorage() { *this = std::move(other); }
 
 GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
   if (this != &other) {
+    // Steps prepared ahead map into the ranges that move or go: both are given back first.
+    give_back_step_ahead();
+    other.give_back_step_ahead();
     // Our own mappings go before our range and chunks, as in the destructor.
     mappings_.clear();
     chunks_.clear();
@@ -219,9 +214,12 @@ GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
     shape_ = other.shape_;
     capacity_ = std::exchange(other.capacity_, 0);
     counters_ = std::exchange(other.counters_, {});
+    map_ahead_ = other.map_ahead_;
   }
   return *this;
 }
+
+GrowableStorage::~GrowableStorage() { give_back_step_ahead(); }
 
 void set_default_reservation_limits(const DefaultReservationLimits& limits) noexcept {
   budget_bytes.store(limits.budget_bytes, std::memory_order_relaxed);
@@ -264,6 +262,13 @@ GrowableStats GrowableStorage::stats() const noexcept {
   s.max_capacity_bytes = max_capacity();
   s.chunk_count = chunks_.size();
   s.compression = options_.compression;
+  if (step_ahead_) {  // the pending step's costs count from when they were paid
+    detail::StepAhead::Counts const pending = step_ahead_->counts();
+    s.bytes_prepared = pending.bytes_held;
+    s.chunks_created += pending.chunks_created;
+    s.access_calls += pending.access_calls;
+    s.prepared_failed += pending.failed ? 1 : 0;
+  }
   for (const PhysicalChunk& chunk : chunks_) {
     if (chunk.compression_granted()) {
       s.compressed_bytes += chunk.size();
@@ -299,6 +304,7 @@ int GrowableStorage::next_device(const std::vector<PhysicalChunk>& pending) cons
 void GrowableStorage::grant_access(std::span<const AccessGrant> grants) {
   if (grants.empty()) return;
   std::vector<AccessGrant> merged = merged_access(options_.access, grants);
+  give_back_step_ahead();  // prepared with the access of before
   // The whole list goes to the backend: the host backend applies the most permissive grant, and
   // the driver sets every listed device (unchanged ones to what they had).
   if (!mappings_.empty()) set_access(mappings_, merged);
@@ -329,11 +335,35 @@ void GrowableStorage::reserve(std::size_t bytes) {
   std::vector<PhysicalChunk> new_chunks;  // declared before the mappings: released after them
   std::vector<Mapping> new_mappings;
   std::size_t const cap = chunk_cap_bytes(granularity_, options_.max_chunk_bytes);
-  std::size_t const estimate = (bytes - capacity_) / cap + 1;
+  std::size_t const estimate = (bytes - capacity_) / cap + 2;
   new_chunks.reserve(estimate);
   new_mappings.reserve(estimate);
 
+  // The step prepared ahead, if any, is this step's first chunk, right behind capacity_: made,
+  // mapped and granted ahead, or finished here if the mapping thread had not got that far. (One
+  // that failed there is not redone as planned: this step is made as if none had been prepared.)
   std::size_t mapped = capacity_;
+  std::size_t granted = 0;  // new_mappings[0, granted) have their access already
+  std::size_t made_ahead = 0;  // new_chunks[0, made_ahead) were made by the mapping thread
+  {
+    detail::TakenStep ahead = take_step_ahead();
+    if (!ahead.failed && ahead.planned_bytes != 0) {
+      made_ahead = ahead.step.chunk ? 1 : 0;
+      if (!ahead.step.chunk) {
+        std::size_t const needed = round_up(bytes - mapped, granularity_);
+        ahead.step.chunk = create_chunk(ahead.device, ahead.planned_bytes, std::min(needed, ahead.planned_bytes));
+      }
+      new_chunks.push_back(std::move(ahead.step.chunk));
+      if (ahead.step.mapping) {
+        new_mappings.push_back(std::move(ahead.step.mapping));
+      } else {
+        new_mappings.emplace_back(active_range(), range_offset() + mapped, new_chunks.back());
+      }
+      granted = ahead.step.accessible ? 1 : 0;
+      mapped += new_chunks.back().size();
+    }
+  }
+  bool const uses_prepared = !new_chunks.empty();
   while (mapped < bytes) {
     std::size_t const room = max_capacity() - mapped;
     std::size_t const needed = round_up(bytes - mapped, granularity_);
@@ -343,28 +373,77 @@ void GrowableStorage::reserve(std::size_t bytes) {
     mapped += chunk.size();
     new_chunks.push_back(std::move(chunk));
   }
-  // One access call for the whole new span (the expensive driver call).
-  set_access(new_mappings, options_.access);
+  // One access call for the whole new span (the expensive driver call), less what was granted ahead.
+  bool const grants_now = granted < new_mappings.size();
+  if (grants_now) set_access(std::span<Mapping>(new_mappings).subspan(granted), options_.access);
 
   // Commit: make room first (may throw, nothing changed yet), then only noexcept moves.
   chunks_.reserve(chunks_.size() + new_chunks.size());
   mappings_.reserve(mappings_.size() + new_mappings.size());
-  counters_.chunks_created += new_chunks.size();
-  ++counters_.access_calls;
+  counters_.chunks_created += new_chunks.size() - made_ahead;  // the mapping thread's counted when taken
+  counters_.access_calls += grants_now ? 1 : 0;
   ++counters_.growth_steps;
+  if (uses_prepared) {
+    ++counters_.prepared_used;
+    --counters_.prepared_discarded;  // take_step_ahead() counted it discarded until now
+  }
   for (PhysicalChunk& chunk : new_chunks) chunks_.push_back(std::move(chunk));
   for (Mapping& mapping : new_mappings) mappings_.push_back(std::move(mapping));
   capacity_ = mapped;
   counters_.peak_capacity_bytes = std::max(counters_.peak_capacity_bytes, capacity_);
   counters_.growth_nanoseconds += static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
+  if (map_ahead_ && counters_.growth_steps >= 2) prepare_step_ahead();
 }
+
+void GrowableStorage::prepare_step_ahead() noexcept {
+  std::size_t const bytes = std::min(step_ahead_bytes(capacity_, shape_), max_capacity() - capacity_);
+  if (bytes == 0) return;
+  try {
+    auto step = std::make_shared<detail::StepAhead>(detail::StepPlan{
+        .backend = backend_,
+        .range = &active_range(),
+        .offset = range_offset() + capacity_,
+        .bytes = bytes,
+        .props = chunk_properties(options_, next_device({})),
+        .compression = options_.compression,
+        .access = options_.access,
+    });
+    if (!detail::MappingWorker::submit(step)) return;
+    step_ahead_ = std::move(step);
+    ++counters_.prepared_steps;
+  } catch (...) {  // no memory for the plan: this growth simply maps on demand
+  }
+}
+
+detail::TakenStep GrowableStorage::take_step_ahead() noexcept {
+  if (!step_ahead_) return {};
+  detail::TakenStep taken = step_ahead_->take();
+  step_ahead_.reset();
+  counters_.chunks_created += taken.chunks_created;
+  counters_.access_calls += taken.step.access_calls;
+  if (taken.failed) {
+    ++counters_.prepared_failed;
+  } else {
+    ++counters_.prepared_discarded;  // until a growth step commits it (reserve)
+  }
+  return taken;
+}
+
+void GrowableStorage::settle_step_ahead() const noexcept {
+  if (step_ahead_) step_ahead_->settle();
+}
+
+void GrowableStorage::give_back_step_ahead() noexcept {
+  detail::TakenStep const unused = take_step_ahead();
+}  // unmapped, then released
 
 bool GrowableStorage::can_shrink_to(std::size_t bytes) const noexcept {
   return !chunks_.empty() && capacity_ - chunks_.back().size() >= bytes;
 }
 
 void GrowableStorage::shrink_to(std::size_t bytes) noexcept {
+  give_back_step_ahead();  // it lies behind the tail that goes
   std::size_t keep = chunks_.size();
   std::size_t kept_capacity = capacity_;
   while (keep > 0 && kept_capacity - chunks_[keep - 1].size() >= bytes) {

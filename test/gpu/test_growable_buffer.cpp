@@ -72,7 +72,9 @@ void warm_kernels(cudaStream_t stream) {
 TEST_CASE("random data survives many growth steps and is verified on the device", "[gpu][growable]") {
   test::require_gpu();
   StreamOwner s;
-  GrowableBuffer<std::uint64_t> buffer(capped(16 * GiB), s.stream);
+  GrowableOptions options = capped(16 * GiB);
+  options.map_ahead = MapAhead::off;  // the replay below is of next_chunk_bytes alone
+  GrowableBuffer<std::uint64_t> buffer(options, s.stream);
   std::uint64_t* const base = buffer.data();
   std::mt19937_64 rng(2026);
   std::uint64_t const seed = rng();
@@ -104,6 +106,46 @@ TEST_CASE("random data survives many growth steps and is verified on the device"
   INFO("hide size " << hide << ", slack " << slack);
   CHECK(hide == default_hide_bytes(cuda_backend(0).memory_info(0).total, buffer.storage().granularity()));
   CHECK(slack <= std::max(buffer.size_bytes() / 16, std::min(buffer.size_bytes(), hide)) + buffer.storage().granularity());
+}
+
+TEST_CASE("growth that maps ahead while kernels fill the buffer keeps every element exact and shows the step ahead",
+          "[gpu][growable][map-ahead]") {
+  test::require_gpu();
+  StreamOwner s;
+  GrowableBuffer<std::uint64_t> buffer(capped(16 * GiB), s.stream);
+  REQUIRE(buffer.storage().maps_ahead());  // the default for device memory under the fast policy
+  std::uint64_t* const base = buffer.data();
+  std::uint64_t const seed = 0x9E3779B97F4A7C15ull;
+  GrowthShape const shape = buffer.storage().growth_shape();
+  std::size_t const g = buffer.storage().granularity();
+  constexpr std::size_t append = 16 * MiB / sizeof(std::uint64_t);  // fills shorter than a step
+  while (buffer.size_bytes() < 6 * GiB) {
+    std::size_t const old_size = buffer.size();
+    buffer.resize(old_size + append, poison);  // poison first: an unwritten element cannot pass
+    test::fill_pattern(buffer.data() + old_size, append, old_size, seed, s.stream);
+    REQUIRE(buffer.data() == base);
+    std::size_t const size = buffer.size_bytes();
+    std::size_t const capacity = buffer.storage().capacity();
+    std::size_t const held = capacity + buffer.stats().bytes_prepared;
+    // Invariant 6's bound plus the one step ahead.
+    std::size_t const bound = std::max(size / 16, std::min(size, shape.hide_bytes)) + g;
+    REQUIRE(held - size <= bound + step_ahead_bytes(capacity, shape));
+  }
+  REQUIRE(test::count_pattern_mismatches(buffer.data(), buffer.size(), 0, seed, s.stream) == 0);
+  buffer.set_element(buffer.size() / 3, poison, s.stream);  // the check itself can fail
+  CHECK(test::count_pattern_mismatches(buffer.data(), buffer.size(), 0, seed, s.stream) == 1);
+  buffer.storage().settle_step_ahead();
+  GrowableStats const stats = buffer.stats();
+  INFO("growth steps " << stats.growth_steps << ", prepared " << stats.prepared_steps << ", used "
+                       << stats.prepared_used << ", discarded " << stats.prepared_discarded);
+  CHECK(stats.prepared_used > 0);
+  CHECK(stats.prepared_failed == 0);
+  CHECK(stats.prepared_steps == stats.growth_steps - 1);  // from the second step on, one per step
+  CHECK(stats.prepared_steps == stats.prepared_used + stats.prepared_discarded + 1);
+  CHECK(stats.bytes_prepared == step_ahead_bytes(buffer.storage().capacity(), shape));
+  buffer.shrink_to_fit(s.stream);  // gives the step ahead back
+  CHECK(buffer.stats().bytes_prepared == 0);
+  CHECK(test::count_pattern_mismatches(buffer.data(), buffer.size(), 0, seed, s.stream) == 1);
 }
 
 TEST_CASE("pointers stay valid while a kernel launched earlier keeps using the prefix as the buffer grows",
@@ -445,7 +487,7 @@ TEST_CASE("child process unmaps a buffer while a kernel on its stream runs", "[.
   std::fflush(stdout);
 }
 
-// --- the std::vector / rmm surface on the device (issue #16) -----------------------------------
+// --- the std::vector / rmm surface on the device -----------------------------------------------
 
 TEST_CASE("a default-constructed device buffer reserves nothing until it grows, then holds data",
           "[gpu][growable][api]") {

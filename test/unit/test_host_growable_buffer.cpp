@@ -1,4 +1,4 @@
-// HostGrowableBuffer's std::vector-like surface (issue #16): construction traps, element access,
+// HostGrowableBuffer's std::vector-like surface: construction traps, element access,
 // assign/append/insert/erase, ==, copy_to, reverse iterators and the error hierarchy, each checked
 // against std::vector, plus a random model test over all of them. This file includes only
 // host_growable_buffer.hpp: the host container must compile without Thrust or CUDA headers.

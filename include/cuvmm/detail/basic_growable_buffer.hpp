@@ -396,6 +396,7 @@ class BasicGrowableBuffer {
   /// are the caller's responsibility.
   void shrink_to_fit() { shrink_to_fit(stream_); }
   void shrink_to_fit(Stream stream) {
+    storage_.give_back_step_ahead();  // mapped ahead, so no queued work uses it: nothing to wait for
     if (!storage_.can_shrink_to(size_bytes())) return;
     Space::wait(stream);  // queued work may still use the tail, and unmapping does not wait for it
     storage_.shrink_to(size_bytes());
