@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: cuvmm as users take it from an installed prefix, built with that machine's
-# own compilers. PREFIX is an install tree made here (test/torch/stage_for_h200.sh puts one at
-# STAGE/prefix; its pkg-config and CMake files are relocatable by their location).
+# own compilers. PREFIX is an install tree (`meson install --destdir` of a build folder, moved
+# anywhere: its pkg-config and CMake files are relocatable by their location).
 #   bash scripts/h200-installed.sh PREFIX
 #  1. the CMake consumer project (test/consumer: find_package(cuvmm CONFIG), version refusals) built
 #     with cmake and the machine's g++, and its programs run (host backend);
