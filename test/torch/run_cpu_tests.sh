@@ -13,7 +13,8 @@
 #      with a space) and with `pip install --prefix`: package_tests.py against each.
 # Usage: test/torch/run_cpu_tests.sh [BUILD]   (a configured Meson build folder; default build)
 # Works in build-torch/ at the repository root, made afresh each run but for build-torch/wheels, where
-# torch and the build tools are downloaded once (pip's configured index) and installed from after.
+# torch and the build tools are downloaded once (pip's configured index) and installed from after
+# (without byte-compiling torch's modules: most of an install's time on a small machine).
 # PYTHON: the interpreter the environments are made from (default python3; it needs venv and
 # Python's headers).
 set -euo pipefail
@@ -35,7 +36,7 @@ requirements=("torch==2.11.*" "meson-python>=0.18" "meson>=1.7" ninja)
 echo "== build environment: ${requirements[*]} $(elapsed)"
 "$python" -m venv "$work/build-env"
 "$work/build-env/bin/python" -m pip download --quiet --disable-pip-version-check --dest "$work/wheels" "${requirements[@]}"
-"$work/build-env/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
+"$work/build-env/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-index \
   --find-links "$work/wheels" "${requirements[@]}"
 
 echo "== the wheel: pip wheel --no-build-isolation ./python $(elapsed)"
@@ -47,20 +48,20 @@ echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 
 echo "== installed into a fresh environment (torch comes as its dependency) $(elapsed)"
 "$python" -m venv "$work/run-env"
-"$work/run-env/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
+"$work/run-env/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-index \
   --find-links "$work/wheels" "$wheel"
 # Outside the source tree, so the installed package is the one imported.
 (cd "$work" && env -u LD_LIBRARY_PATH "$work/run-env/bin/python" "$tests/cpu_tests.py" -v)
 (cd "$work" && env -u LD_LIBRARY_PATH "$work/run-env/bin/python" "$tests/package_tests.py" -v)
 
 echo "== pip install --target, then the folder moved $(elapsed)"
-"$work/build-env/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps \
+"$work/build-env/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-index --no-deps \
   --target "$work/target" "$wheel"
 mv "$work/target" "$work/moved target"
 (cd "$work" && env -u LD_LIBRARY_PATH PYTHONPATH="$work/moved target" "$work/build-env/bin/python" "$tests/package_tests.py")
 
 echo "== pip install --prefix $(elapsed)"
-"$work/build-env/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps \
+"$work/build-env/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-index --no-deps \
   --prefix "$work/prefix" "$wheel"
 site=$(dirname "$(find "$work/prefix" -name __init__.py -path '*/cuvmm_torch/*' -print -quit)")
 site=$(dirname "$site")
