@@ -25,9 +25,10 @@ sys.exit(0 if v >= (1, 7) else 1)
 PY
 }
 
-# cmake and python3-pip: the package checks (CMake consumer; CCCL, RMM and cuobjdump wheels); doxygen: the API reference.
+# cmake and python3-pip: the package checks (CMake consumer; CCCL, RMM and cuobjdump wheels); python3-venv and
+# python3-dev: the PyTorch package's build and checks (virtual environments, Python's headers); doxygen: the API reference.
 PKGS=(ninja-build pkg-config g++ libbenchmark-dev python3 python3-matplotlib clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin
-  cmake python3-pip doxygen libcli11-dev nlohmann-json3-dev)
+  cmake python3-pip python3-venv python3-dev doxygen libcli11-dev nlohmann-json3-dev)
 BACKPORTS_PKGS=(meson libcatch2-dev)
 
 if have_pkgs "${PKGS[@]}" "${BACKPORTS_PKGS[@]}" && meson_ok; then

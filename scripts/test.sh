@@ -126,8 +126,9 @@ step "consumer via subproject" package subproject
 step "consumer with clang++-14 against the g++-built library" package clang
 step "cuda::mr adapter with the toolkit's CCCL and the newest CCCL wheel" package cccl
 step "RMM 26 consumer (librmm-cu13 wheel): compile, link, run (SKIPPED without a GPU)" package rmm
-# PyTorch: the plug-in's RUNPATH, the cuvmm_torch package built by pip against torch 2.11 (a venv in
-# build-torch-venv, made once; CUVMM_TORCH_PYTHON names another interpreter), its OOM path on the host backend.
+# PyTorch: the plain plug-in's RUNPATH; the cuvmm_torch wheel built as users build it (pip, meson-python,
+# against torch 2.11 in a fresh venv under build-torch/), installed into another fresh venv and with
+# --target and --prefix, its package and host-backend checks there (test/torch/run_cpu_tests.sh).
 step "PyTorch package (no GPU)" bash test/torch/run_cpu_tests.sh build
 
 # 4. libFuzzer (clang, ASan+UBSan) over every test/fuzz/fuzz_*.cpp target: the Arena's operation

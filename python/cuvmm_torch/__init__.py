@@ -20,6 +20,16 @@ from __future__ import annotations
 
 import torch
 
+from . import _build_info
+
+# The extensions link torch's C++ libraries, whose ABI belongs to the one torch build they were
+# built against: under any other they could crash, so they are not loaded.
+if (str(torch.__version__), torch.version.cuda) != (_build_info.TORCH_VERSION, _build_info.TORCH_CUDA):
+    raise ImportError(
+        f"cuvmm_torch was built against torch {_build_info.TORCH_VERSION} (CUDA {_build_info.TORCH_CUDA}) but "
+        f"this Python has torch {torch.__version__} (CUDA {torch.version.cuda}); rebuild it against this torch: "
+        "pip install --no-build-isolation ./python, from a cuvmm checkout")
+
 from . import _C
 
 import os
