@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -22,6 +23,22 @@ using c10::CachingDeviceAllocator::StatType;
 using Stat = c10::CachingAllocator::Stat;
 
 std::size_t round_up(std::size_t bytes) { return (std::max<std::size_t>(bytes, 1) + round_bytes - 1) / round_bytes * round_bytes; }
+
+/// "106.00 GiB (113816633344 bytes)": the unit PyTorch's messages use, then the exact count.
+std::string bytes_text(std::size_t bytes) {
+  static constexpr std::array<const char*, 4> units = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  const char* unit = nullptr;
+  for (const char* u : units) {
+    if (value < 1024) break;
+    value /= 1024;
+    unit = u;
+  }
+  if (unit == nullptr) return std::to_string(bytes) + " bytes";
+  char text[96];
+  std::snprintf(text, sizeof text, "%.2f %s (%zu bytes)", value, unit, bytes);
+  return text;
+}
 
 std::size_t index(StatType t) { return static_cast<std::size_t>(t); }
 
@@ -192,6 +209,16 @@ void DeviceState::enforce_limit(void* p, std::size_t size, cudaStream_t stream) 
 
 void DeviceState::out_of_memory(std::size_t size, const std::string& cause) {
   ++stats_.num_ooms;
+  // Pages that back no allocation go back to the device, so that other users of it can have them.
+  std::size_t given_back = 0;
+  std::string trim_failure;
+  if (!capture_underway() && arena_) {
+    try {
+      given_back = arena_->trim();
+    } catch (const std::exception& e) {
+      trim_failure = std::string("; giving back cached pages failed: ") + e.what();
+    }
+  }
   sample_arena();
   std::size_t free = 0;
   std::size_t total = 0;
@@ -200,11 +227,13 @@ void DeviceState::out_of_memory(std::size_t size, const std::string& cause) {
     RelaxedDuringCapture const relaxed(capture_underway());
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) (void)cudaGetLastError();
   }
-  auto const& agg = index(StatType::AGGREGATE);
-  TORCH_CHECK_WITH(OutOfMemoryError, false, "cuvmm: CUDA out of memory on device ", device_, ". Tried to allocate ", size,
-                   " bytes; ", stats_.allocated_bytes[agg].current, " bytes are allocated by PyTorch and ",
-                   stats_.reserved_bytes[agg].current, " bytes reserved by cuvmm's arena; the device has ", free,
-                   " bytes free of ", total, ". (", cause, ")");
+  cuvmm::ArenaStats const s = arena_ ? arena_->stats() : cuvmm::ArenaStats{};
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "cuvmm: out of memory on device ", device_, ": tried to allocate ",
+                   bytes_text(size), "; the arena holds ", bytes_text(s.bytes_requested.current), " in ",
+                   s.allocations.current, " live allocations and ", bytes_text(s.bytes_physical.current),
+                   " of physical memory in all, after giving back ", bytes_text(given_back), " of cached pages",
+                   trim_failure, "; the device has ", bytes_text(free), " free of ", bytes_text(total), ". (", cause,
+                   ")");
 }
 
 void DeviceState::free(Block block) {
@@ -414,6 +443,7 @@ void DeviceState::restore(const PoolCheckpoint& checkpoint, std::unordered_map<v
   TORCH_CHECK(pool_it != pools_.end(), "cuvmm_torch: setCheckpointPoolState: pool (", checkpoint.pool.first, ", ",
               checkpoint.pool.second, ") no longer exists");
   PrivatePool& pool = pool_it->second;
+  process_pending(true);  // a block whose free waits for other streams is not free in the pool yet
   for (Block const& b : checkpoint.live) {
     auto const known = pool.blocks.find(b.ptr);
     TORCH_CHECK(known != pool.blocks.end() && known->second.size == b.size,

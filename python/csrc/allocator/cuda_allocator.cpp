@@ -167,7 +167,7 @@ void CuvmmAllocator::recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream
 
 CuvmmAllocator::SnapshotInfo CuvmmAllocator::snapshot(MempoolId_t mempool_id, bool /*include_traces*/) {
   std::lock_guard const lock(mutex_);
-  SnapshotInfo info;
+  SnapshotInfo info{};
   for (auto const& s : states_) {
     s->describe(info.segments, mempool_id, live_);
     info.device_traces.emplace_back();  // no history is recorded (recordHistory refuses)
