@@ -238,6 +238,7 @@ void DeviceState::out_of_memory(std::size_t size, const std::string& cause) {
 
 void DeviceState::free(Block block) {
   count_allocated(block, false);
+  RelaxedDuringCapture const relaxed(capture_underway());  // the Arena may make a stream's marker
   if (!block.stream_uses.empty()) {
     if (capture_underway()) {
       deferred_.push_back(std::move(block));
