@@ -209,17 +209,25 @@ def test_make_graphed_callables_gives_eager_results_and_gradients():
     """)
 
 
-def test_torch_compile_reduce_overhead_gives_eager_results():
-    run("""
+@pytest.mark.parametrize("pool_asserts", [False, True], ids=["plain", "pool_asserts"])
+def test_torch_compile_reduce_overhead_gives_eager_results(pool_asserts):
+    # pool_asserts: the graph trees check after each checkpoint that the pool's live blocks are
+    # exactly their live tensors (checkPoolLiveAllocations, then the pool's snapshot).
+    run(f"""
+    import torch._inductor.config as inductor_config
+    inductor_config.triton.slow_path_cudagraph_asserts = {pool_asserts}
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 256),
                                 torch.nn.GELU(), torch.nn.Linear(256, 8)).to(dev)
     compiled = torch.compile(model, mode="reduce-overhead")
     with torch.no_grad():
-        for batch in (16, 16, 32, 16, 32, 32):      # two shapes: two graphs in one pool
+        # 16: warm-up, recording, replay; then 32 while 16's output lives: the graph trees restore
+        # a pool checkpoint (setCheckpointPoolState) before warming up and recording it.
+        for batch in (16, 16, 16, 32, 32, 32, 16, 32):
             x = torch.randn(batch, 64, device=dev)
-            got = compiled(x).clone()
-            torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+            last = compiled(x)
+            torch.testing.assert_close(last.clone(), model(x), rtol=1e-4, atol=1e-4)
+        del last
     # Training: forward and backward graphs, several steps, with the optimizer in eager mode.
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for step in range(5):
