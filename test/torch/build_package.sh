@@ -35,7 +35,7 @@ if [[ $method == pip ]]; then
 else
   package=$out/site/cuvmm_torch
   mkdir -p "$package"
-  cp "$root/python/cuvmm_torch/__init__.py" "$package/"
+  cp "$root/python/cuvmm_torch/"*.py "$package/"
   read -r torch_dir python_include suffix cxx11_abi < <("$python" -c '
 import os, sysconfig, torch
 print(os.path.dirname(torch.__file__), sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX"),

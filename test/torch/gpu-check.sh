@@ -35,8 +35,11 @@ if [[ $method != direct ]] && grep -q mesonpy "$root/python/pyproject.toml" && "
 fi
 if [[ -z $built ]]; then
   if [[ ! -e $build/src/libcuvmm.so ]]; then
+    # Device code for this machine's GPU only, when PyTorch sees one (all of cuvmm's list otherwise).
+    arch=$("$python" -c 'import torch; print("%d%d" % torch.cuda.get_device_capability())' 2>/dev/null)
     [[ -e $build/build.ninja ]] || meson setup "$build" "$root" -Dtests=disabled -Dbenchmarks=disabled -Dmpi=disabled \
-                                      -Dtools=false > "$out/build-meson.log" 2>&1
+                                      -Dtools=false ${arch:+-Dgpu_architectures=$arch -Dtest_gpu_architectures=$arch} \
+                                      > "$out/build-meson.log" 2>&1
     meson compile -C "$build" cuvmm >> "$out/build-meson.log" 2>&1 || { log "building libcuvmm failed (build-meson.log)"; exit 1; }
   fi
   "$python" "$root/test/torch/build_allocator.py" "$build" "$out" > "$out/build-direct.log" 2>&1 ||
