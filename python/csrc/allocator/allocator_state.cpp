@@ -92,6 +92,7 @@ class RelaxedDuringCapture {
 
 cuvmm::Arena& DeviceState::arena() {
   if (!arena_) {
+    RelaxedDuringCapture const relaxed(true);  // the first allocation may come during a capture
     try {
       arena_ = std::make_unique<cuvmm::Arena>(options_from_environment(device_));
     } catch (const c10::Error&) {
@@ -178,11 +179,16 @@ void* DeviceState::allocate_from_arena(std::size_t size, cudaStream_t stream) {
   return p;
 }
 
+void DeviceState::make_pool_stream() {
+  if (pool_stream_ != nullptr) return;
+  c10::cuda::CUDAGuard const on(static_cast<c10::DeviceIndex>(device_));
+  // A CUDA capture may have begun already (on this thread, before beginAllocateToPool).
+  RelaxedDuringCapture const relaxed(true);
+  C10_CUDA_CHECK(cudaStreamCreateWithFlags(&pool_stream_, cudaStreamNonBlocking));
+}
+
 void* DeviceState::allocate_in_pool(PrivatePool& pool, std::size_t size, cudaStream_t stream) {
-  if (pool_stream_ == nullptr) {
-    c10::cuda::CUDAGuard const on(static_cast<c10::DeviceIndex>(device_));
-    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&pool_stream_, cudaStreamNonBlocking));
-  }
+  make_pool_stream();
   void* const p = allocate_from_arena(size, pool_stream_);
   // The Arena may have made the pool stream wait for another stream's work on this memory: wait
   // for it on the host, as nothing orders the graph's stream after the pool stream.
@@ -380,11 +386,7 @@ void DeviceState::begin_allocate_to_pool(MempoolId_t pool, std::function<bool(cu
     TORCH_CHECK(capture.first != pool, "cuvmm_torch: beginAllocateToPool: already allocating to pool (", pool.first,
                 ", ", pool.second, ")");
   }
-  if (pool_stream_ == nullptr) {
-    c10::cuda::CUDAGuard const on(static_cast<c10::DeviceIndex>(device_));
-    RelaxedDuringCapture const relaxed(capture_underway());
-    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&pool_stream_, cudaStreamNonBlocking));
-  }
+  make_pool_stream();
   create_or_incref_pool(pool);
   captures_.emplace_back(pool, std::move(filter));
 }

@@ -159,6 +159,7 @@ class DeviceState {
 
  private:
   void* allocate_from_arena(std::size_t size, cudaStream_t stream);
+  void make_pool_stream();
   void* allocate_in_pool(PrivatePool& pool, std::size_t size, cudaStream_t stream);
 
   void release(const Block& block);        // back to the Arena or the pool's free list
