@@ -3,8 +3,19 @@
     import cuvmm_torch
     cuvmm_torch.enable()          # before the first CUDA call of the process
     x = torch.empty(2**30, device="cuda")
+    torch.cuda.memory_allocated() # PyTorch's statistics, kept by cuvmm
     cuvmm_torch.stats()           # the arena's counters: {"bytes_physical": {"current", "peak", "total"}, ...}
     cuvmm_torch.trim()            # give cached pages back to the device; returns the bytes given back
+
+Or without changing the program: CUVMM_TORCH_ENABLE=1 with `import cuvmm_torch` in it, or
+`python -m cuvmm_torch script.py ARGS...`. `python -m cuvmm_torch` alone prints the status.
+
+enable() makes cuvmm PyTorch's whole CUDA allocator (a c10::cuda::CUDACachingAllocator::CUDAAllocator,
+the _allocator extension): torch.cuda.memory_allocated/memory_stats/reset_peak_memory_stats,
+Tensor.record_stream, CUDA graphs and their private pools (torch.cuda.graph,
+make_graphed_callables, torch.compile(mode="reduce-overhead")), empty_cache,
+set_per_process_memory_fraction and torch.cuda.MemPool work as with PyTorch's allocator. What it
+cannot do (CUDA IPC, memory history, peer access between devices) raises a RuntimeError naming it.
 
 An allocation the arena cannot serve raises torch.OutOfMemoryError, as with PyTorch's own allocator,
 after the arena gave its cached pages back; the process keeps working.
@@ -17,6 +28,8 @@ allocator. E.g. CUVMM_ARENA_CONF=large_page_bytes:128MiB trades memory for speed
 to map). arena_options() shows what they give.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -32,12 +45,17 @@ if (str(torch.__version__), torch.version.cuda) != (_build_info.TORCH_VERSION, _
 
 from . import _C
 
-import os
+try:  # built only against a CUDA build of torch
+    from . import _allocator
+except ImportError as _error:
+    _allocator = None
+    _allocator_missing = str(_error)
+else:
+    _allocator_missing = ""
 
-__all__ = ["arena_options", "enable", "is_enabled", "stats", "trim"]
+__all__ = ["arena_options", "enable", "is_enabled", "stats", "status", "trim"]
 
-_MALLOC = "cuvmm_torch_malloc"
-_FREE = "cuvmm_torch_free"
+ENABLE_VARIABLE = "CUVMM_TORCH_ENABLE"
 _enabled = False
 
 
@@ -58,13 +76,16 @@ def enable() -> None:
             "cuvmm_torch.enable(): PyTorch sees no CUDA device (torch " + torch.__version__ +
             (", built without CUDA" if torch.version.cuda is None else f", CUDA {torch.version.cuda}") +
             "); cuvmm allocates GPU memory through the CUDA driver and needs a GPU")
+    if _allocator is None:
+        raise RuntimeError(
+            "cuvmm_torch.enable(): this cuvmm_torch was built without its CUDA allocator extension "
+            f"(cuvmm_torch._allocator: {_allocator_missing}); rebuild it against a CUDA build of torch")
     if torch.cuda.is_initialized():
         raise RuntimeError(
             "cuvmm_torch.enable() was called after PyTorch initialized CUDA; PyTorch cannot change its "
             "allocator then. Call it first, before any CUDA tensor or torch.cuda call")
-    allocator = torch.cuda.memory.CUDAPluggableAllocator(_C.__file__, _MALLOC, _FREE)
     try:
-        torch.cuda.memory.change_current_allocator(allocator)
+        torch._C._cuda_changeCurrentAllocator(_allocator.allocator())
     except RuntimeError as e:
         raise RuntimeError(
             "cuvmm_torch.enable() was called after PyTorch's CUDA allocator was initialized; call it "
@@ -78,6 +99,25 @@ def arena_options(conf: str | None = None) -> dict:
     large_page_bytes, byte_limit (0: the default or no limit), share_large_page_tails and
     compression. Raises ValueError, naming the variable and the offending pair, for a bad text."""
     return _C.arena_options(os.environ.get("CUVMM_ARENA_CONF", "") if conf is None else conf)
+
+
+def status() -> dict:
+    """What `python -m cuvmm_torch` prints: versions, whether the allocator is built and enabled,
+    the arena options, and PyTorch's and the arena's statistics of the current device when enabled."""
+    result = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "allocator_built": _allocator is not None,
+        "enabled": _enabled,
+        "arena_options": arena_options(),
+    }
+    if _allocator_missing:
+        result["allocator_missing"] = _allocator_missing
+    if _enabled and torch.cuda.is_initialized():
+        result["memory_allocated"] = torch.cuda.memory_allocated()
+        result["memory_reserved"] = torch.cuda.memory_reserved()
+        result["arena"] = stats()
+    return result
 
 
 def is_enabled() -> bool:
@@ -108,7 +148,7 @@ def stats(device=None) -> dict:
     of "current", "peak" and "total"), chunks_created, chunks_released, maps, unmaps, access_calls,
     cross_stream_reuses, reclaims (counts) and fragmentation (0 to 1). All zero before the device's
     first allocation through cuvmm."""
-    result = _C.stats(_device_index(device))
+    result = (_allocator if _enabled else _C).stats(_device_index(device))
     if result is None:  # nothing allocated on the device yet: no arena, nothing held
         counters = ("bytes_requested", "allocations", "bytes_mapped", "bytes_physical", "bytes_reserved")
         result = {name: {"current": 0, "peak": 0, "total": 0} for name in counters}
@@ -120,4 +160,8 @@ def stats(device=None) -> dict:
 def trim(device=None) -> int:
     """Gives the pages of `device`'s arena (default: the current device) that back no tensor back to
     the device, after waiting for the streams that freed them; returns the bytes given back."""
-    return _C.trim(_device_index(device))
+    return (_allocator if _enabled else _C).trim(_device_index(device))
+
+
+if os.environ.get(ENABLE_VARIABLE, "") not in ("", "0"):
+    enable()

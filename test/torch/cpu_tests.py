@@ -8,6 +8,7 @@ exact numbers.
 Each test uses its own device index (a host arena per index: the registry cannot drop one).
 """
 import ctypes
+import json
 import os
 import re
 import subprocess
@@ -243,6 +244,47 @@ class StatsAndTrimTest(unittest.TestCase):
         device = host_arena(8)
         with self.assertRaises(ValueError):
             host_arena(device)
+
+
+class AllocatorExtensionTest(unittest.TestCase):
+    """The whole-allocator extension (_allocator) without a GPU: it loads, converts to PyTorch's
+    allocator type, and every way of switching it on says clearly why it cannot work here."""
+
+    def run_python(self, *args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *args], env=dict(os.environ, **env), capture_output=True, text=True,
+                              timeout=120)
+
+    @unittest.skipIf(cuvmm_torch._allocator is None, "built without _allocator (a torch without CUDA)")
+    def test_the_allocator_is_a_pytorch_cuda_allocator_object(self):
+        from cuvmm_torch import _allocator
+        self.assertIsInstance(_allocator.allocator(), torch._C._cuda_CUDAAllocator)
+        self.assertIs(_allocator.allocator(), _allocator.allocator())
+        self.assertIsNone(_allocator.stats(0))  # nothing allocated: no arena
+        self.assertEqual(_allocator.trim(0), 0)
+        self.assertFalse(torch.cuda.is_initialized())
+
+    @unittest.skipIf(torch.cuda.is_available(), "this machine has a GPU: enabling would succeed")
+    def test_the_enable_variable_makes_the_import_raise_that_there_is_no_gpu(self):
+        result = self.run_python("-c", "import cuvmm_torch", CUVMM_TORCH_ENABLE="1")
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("RuntimeError: cuvmm_torch.enable(): PyTorch sees no CUDA device", result.stderr)
+        result = self.run_python("-c", "import cuvmm_torch; print(cuvmm_torch.is_enabled())", CUVMM_TORCH_ENABLE="0")
+        self.assertEqual((result.returncode, result.stdout), (0, "False\n"), result.stderr)
+
+    def test_python_m_cuvmm_torch_prints_the_status_as_json(self):
+        result = self.run_python("-m", "cuvmm_torch", CUVMM_ARENA_CONF="page_bytes:4MiB")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        status = json.loads(result.stdout)
+        self.assertEqual(status["torch"], torch.__version__)
+        self.assertEqual(status["enabled"], False)
+        self.assertEqual(status["allocator_built"], cuvmm_torch._allocator is not None)
+        self.assertEqual(status["arena_options"]["page_bytes"], 4 * MiB)
+
+    @unittest.skipIf(torch.cuda.is_available(), "this machine has a GPU: the script would run")
+    def test_python_m_cuvmm_torch_with_a_script_enables_first_and_says_why_it_cannot(self):
+        result = self.run_python("-m", "cuvmm_torch", "-c-is-not-a-script")
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("PyTorch sees no CUDA device", result.stderr)
 
 
 if __name__ == "__main__":

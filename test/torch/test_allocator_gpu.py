@@ -1,0 +1,369 @@
+"""cuvmm_torch as PyTorch's CUDA allocator, on a GPU: what PyTorch users rely on, checked with exact
+results. Each test runs its code in a fresh interpreter (an allocator is chosen once per process, and
+a crash must show as a failed test, not end the run).
+
+    CUVMM_TORCH_TEST_MODE=cuvmm pytest test/torch/test_allocator_gpu.py   # cuvmm_torch.enable() first
+    CUVMM_TORCH_TEST_MODE=torch pytest test/torch/test_allocator_gpu.py   # PyTorch's own allocator
+
+The second run is the control: every test that is not about cuvmm itself passes on PyTorch's
+allocator too, so each checks PyTorch's behaviour, not cuvmm's. The tests skip without a GPU.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+MODE = os.environ.get("CUVMM_TORCH_TEST_MODE", "cuvmm")
+assert MODE in ("cuvmm", "torch"), MODE
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+PRELUDE = f"""
+import gc, os, sys
+import torch
+MODE = {MODE!r}
+IS_CUVMM = MODE == "cuvmm"
+if IS_CUVMM:
+    import cuvmm_torch
+    cuvmm_torch.enable()
+MiB = 1 << 20
+dev = torch.device("cuda", 0)
+"""
+# After the test's code: the allocator really was cuvmm's (its arena served memory), or PyTorch's.
+EPILOGUE = """
+if IS_CUVMM:
+    assert cuvmm_torch.stats(0)["allocations"]["total"] > 0, cuvmm_torch.stats(0)
+print("PASS")
+"""
+
+only_cuvmm = pytest.mark.skipif(MODE != "cuvmm", reason="about cuvmm_torch itself")
+
+
+def run(code: str, timeout: int = 300) -> str:
+    """Runs `code` after the prelude in a fresh interpreter; fails with its output unless it
+    printed PASS and exited with 0 (a crash is a failure, with the signal in the message)."""
+    source = PRELUDE + textwrap.dedent(code) + EPILOGUE
+    result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=timeout)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "PASS" in result.stdout, f"exit {result.returncode}:\n{output[-6000:]}"
+    return output
+
+
+def test_memory_statistics_are_exact_and_peaks_reset():
+    run("""
+    def allocated(): return torch.cuda.memory_allocated()
+    assert allocated() == 0 and torch.cuda.max_memory_allocated() == 0
+    a = torch.empty(1 * MiB, dtype=torch.uint8, device=dev)
+    b = torch.empty(3 * MiB, dtype=torch.uint8, device=dev)
+    c = torch.empty(1000, dtype=torch.uint8, device=dev)   # rounded to 1024 bytes, 1000 requested
+    s = torch.cuda.memory_stats()
+    assert allocated() == 4 * MiB + 1024, allocated()
+    assert s["allocated_bytes.all.current"] == 4 * MiB + 1024
+    assert s["requested_bytes.all.current"] == 4 * MiB + 1000, s["requested_bytes.all.current"]
+    assert s["allocation.all.current"] == 3 and s["allocation.large_pool.current"] == 1
+    assert s["allocation.small_pool.current"] == 2
+    assert torch.cuda.memory_reserved() >= allocated()
+    del a
+    assert allocated() == 3 * MiB + 1024
+    assert torch.cuda.max_memory_allocated() == 4 * MiB + 1024
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_allocated() == 3 * MiB + 1024
+    assert torch.cuda.max_memory_reserved() == torch.cuda.memory_reserved()
+    d = torch.empty(5 * MiB, dtype=torch.uint8, device=dev)
+    del d
+    assert torch.cuda.max_memory_allocated() == 8 * MiB + 1024
+    s = torch.cuda.memory_stats()
+    assert s["allocation.all.allocated"] == 4 and s["allocation.all.freed"] == 2, s
+    torch.cuda.reset_accumulated_memory_stats()
+    s = torch.cuda.memory_stats()
+    assert s["allocation.all.allocated"] == 0 and s["allocation.all.current"] == 2, s
+    assert "Allocated memory" in torch.cuda.memory_summary()
+    if IS_CUVMM:   # the arena holds exactly what PyTorch counts
+        assert cuvmm_torch.stats()["bytes_requested"]["current"] == allocated()
+        assert cuvmm_torch.stats()["bytes_physical"]["current"] == torch.cuda.memory_reserved()
+    del b, c
+    assert allocated() == 0
+    """)
+
+
+def test_record_stream_keeps_memory_from_reuse_until_the_other_stream_is_done():
+    run("""
+    n = 4 * MiB
+    side = torch.cuda.Stream()
+    x = torch.full((n,), 1.0, device=dev)
+    x_ptr = x.data_ptr()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(2_000_000_000)      # ~1 s: the side stream reads x long after the free
+        y = x * 2
+    x.record_stream(side)
+    del x
+    s = torch.cuda.memory_stats()
+    assert s["active_bytes.all.current"] == s["allocated_bytes.all.current"] + 4 * n, s   # still in use
+    z = torch.empty(n, device=dev).fill_(7.0)    # a reuse on the freeing stream, at once
+    torch.cuda.synchronize()
+    assert z.data_ptr() != x_ptr
+    assert torch.equal(y, torch.full((n,), 2.0, device=dev)), y[:4]
+    w = torch.empty(16, device=dev)               # the next allocation retires the finished free
+    s = torch.cuda.memory_stats()
+    assert s["active_bytes.all.current"] == s["allocated_bytes.all.current"], s
+    """)
+
+
+def test_without_record_stream_the_memory_is_reused_at_once_so_the_test_above_can_tell():
+    run("""
+    n = 4 * MiB
+    side = torch.cuda.Stream()
+    x = torch.full((n,), 1.0, device=dev)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(2_000_000_000)
+        y = x * 2
+    del x                                         # no record_stream: the user's bug
+    z = torch.empty(n, device=dev).fill_(7.0)     # takes x's memory, and writes it before y is made
+    torch.cuda.synchronize()
+    assert torch.equal(y, torch.full((n,), 14.0, device=dev)), y[:4]
+    """)
+
+
+def test_a_cuda_graph_replays_correct_values_and_its_memory_is_not_reused_outside_it():
+    run("""
+    n = 1 << 20
+    static_in = torch.full((n,), 1.0, device=dev)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            (static_in * 2 + 1).sum()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        tmp = static_in * 2           # intermediates freed inside the capture stay the graph's
+        tmp2 = tmp + 1
+        del tmp
+        static_out = tmp2.sum()
+        del tmp2
+    poison = [torch.full((n,), float("nan"), device=dev) for _ in range(8)]
+    for v in (3.0, -1.5, 7.0, 0.25):
+        static_in.fill_(v)
+        g.replay()
+        torch.cuda.synchronize()
+        assert static_out.item() == (2 * v + 1) * n, (v, static_out.item())
+    assert all(torch.isnan(p).all().item() for p in poison), "a replay wrote into memory allocated after capture"
+    allocated_with_graph = torch.cuda.memory_allocated()
+    del g, static_out
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_allocated() == allocated_with_graph - 512, torch.cuda.memory_allocated()
+    again = torch.full((n,), 5.0, device=dev)
+    assert again.sum().item() == 5.0 * n
+    """)
+
+
+def test_graphs_sharing_a_pool_replay_in_order_with_correct_values():
+    run("""
+    n = 1 << 18
+    x = torch.full((n,), 2.0, device=dev)
+    pool = torch.cuda.graph_pool_handle()
+    g1, g2 = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g1, pool=pool):
+        y = x * 3
+    with torch.cuda.graph(g2, pool=pool):
+        z = (y + 1) * 2
+    assert torch._C._cuda_checkPoolLiveAllocations(0, pool, {y.data_ptr(), z.data_ptr()})
+    assert not torch._C._cuda_checkPoolLiveAllocations(0, pool, {y.data_ptr()})
+    for v in (1.0, -4.0):
+        x.fill_(v)
+        g1.replay()
+        g2.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(z, torch.full((n,), (3 * v + 1) * 2, device=dev))
+    """)
+
+
+def test_make_graphed_callables_gives_eager_results_and_gradients():
+    run("""
+    import copy
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(dev)
+    eager = copy.deepcopy(model)
+    sample = torch.randn(32, 64, device=dev, requires_grad=True)
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))
+    for step in range(4):
+        x = torch.randn(32, 64, device=dev)
+        for m in (graphed, eager):
+            for p in m.parameters():
+                p.grad = None
+        out_g = graphed(x.clone().requires_grad_(True))
+        out_e = eager(x.clone().requires_grad_(True))
+        out_g.square().sum().backward()
+        out_e.square().sum().backward()
+        torch.testing.assert_close(out_g, out_e, rtol=1e-5, atol=1e-5)
+        for pg, pe in zip(model.parameters(), eager.parameters()):
+            torch.testing.assert_close(pg.grad, pe.grad, rtol=1e-4, atol=1e-5)
+    """)
+
+
+@pytest.mark.parametrize("pool_asserts", [False, True], ids=["plain", "pool_asserts"])
+def test_torch_compile_reduce_overhead_gives_eager_results(pool_asserts):
+    # pool_asserts: the graph trees check after each checkpoint that the pool's live blocks are
+    # exactly their live tensors (checkPoolLiveAllocations, then the pool's snapshot).
+    run(f"""
+    import torch._inductor.config as inductor_config
+    inductor_config.triton.slow_path_cudagraph_asserts = {pool_asserts}
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 256),
+                                torch.nn.GELU(), torch.nn.Linear(256, 8)).to(dev)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    with torch.no_grad():
+        # 16: warm-up, recording, replay; then 32 while 16's output lives: the graph trees restore
+        # a pool checkpoint (setCheckpointPoolState) before warming up and recording it.
+        for batch in (16, 16, 16, 32, 32, 32, 16, 32):
+            x = torch.randn(batch, 64, device=dev)
+            last = compiled(x)
+            torch.testing.assert_close(last.clone(), model(x), rtol=1e-4, atol=1e-4)
+        del last
+    # Training: forward and backward graphs, several steps, with the optimizer in eager mode.
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(5):
+        x = torch.randn(16, 64, device=dev)
+        opt.zero_grad(set_to_none=True)
+        loss = compiled(x).square().mean()
+        loss.backward()
+        opt.step()
+        assert torch.isfinite(loss).item()
+    with torch.no_grad():
+        x = torch.randn(16, 64, device=dev)
+        torch.testing.assert_close(compiled(x).clone(), model(x), rtol=1e-4, atol=1e-4)
+    """, timeout=600)
+
+
+def test_empty_cache_gives_freed_memory_back_to_the_device():
+    run("""
+    big = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
+    big.fill_(1)
+    del big
+    torch.cuda.synchronize()
+    reserved = torch.cuda.memory_reserved()
+    free_before, _ = torch.cuda.mem_get_info()
+    assert reserved >= 1 << 30, reserved
+    torch.cuda.empty_cache()
+    free_after, _ = torch.cuda.mem_get_info()
+    assert torch.cuda.memory_reserved() <= reserved - (1 << 30), torch.cuda.memory_reserved()
+    assert free_after >= free_before + (1 << 30) - 64 * MiB, (free_before, free_after)
+    x = torch.full((MiB,), 3.0, device=dev)
+    assert x.sum().item() == 3.0 * MiB
+    """)
+
+
+def test_the_memory_fraction_is_enforced_with_out_of_memory_errors():
+    run("""
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(0.25)
+    if hasattr(torch.cuda, "get_per_process_memory_fraction"):
+        assert torch.cuda.get_per_process_memory_fraction() == 0.25
+    ok = torch.empty(int(total * 0.10), dtype=torch.uint8, device=dev)
+    try:
+        torch.empty(int(total * 0.20), dtype=torch.uint8, device=dev)
+    except torch.OutOfMemoryError as e:
+        print("refused:", str(e)[:200])
+    else:
+        raise AssertionError("an allocation beyond the memory fraction succeeded")
+    assert torch.cuda.memory_stats()["num_ooms"] == 1
+    assert torch.cuda.memory_reserved() <= total * 0.25
+    del ok
+    fits = torch.empty(int(total * 0.20), dtype=torch.uint8, device=dev)   # the process keeps working
+    fits.fill_(9)
+    assert fits[-1].item() == 9
+    del fits
+    torch.cuda.set_per_process_memory_fraction(1.0)
+    """)
+
+
+def test_a_mem_pool_keeps_its_memory_for_its_own_allocations():
+    run("""
+    pool = torch.cuda.MemPool()
+    assert pool.use_count() == 1
+    with torch.cuda.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        a = torch.full((MiB,), 4.0, device=dev)
+    assert pool.use_count() == 1
+    a_ptr = a.data_ptr()
+    segments = pool.snapshot()
+    assert any(s["address"] <= a_ptr < s["address"] + s["total_size"] for s in segments), segments
+    del a
+    outside = [torch.full((MiB,), 1.0, device=dev) for _ in range(4)]
+    assert all(t.data_ptr() != a_ptr for t in outside)
+    with torch.cuda.use_mem_pool(pool):
+        c = torch.full((MiB,), 6.0, device=dev)
+    assert c.data_ptr() == a_ptr                  # the pool's freed block, reused inside it
+    assert c.sum().item() == 6.0 * MiB
+    del c, pool
+    gc.collect()
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_allocated() == 4 * 4 * MiB
+    """)
+
+
+def test_a_snapshot_lists_the_live_tensors():
+    run("""
+    x = torch.empty(3 * MiB, dtype=torch.uint8, device=dev)
+    snap = torch.cuda.memory._snapshot()
+    assert isinstance(snap["segments"], list) and isinstance(snap["device_traces"], list)
+    p = x.data_ptr()
+    assert any(s["address"] <= p < s["address"] + s["total_size"] for s in snap["segments"])
+    assert sum(b["size"] for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated") >= 3 * MiB
+    """)
+
+
+@only_cuvmm
+def test_what_cuvmm_cannot_do_raises_a_clear_error_and_the_process_keeps_working():
+    run("""
+    x = torch.ones(MiB, device=dev)
+    for call, words in ((lambda: torch.cuda.memory._record_memory_history(), "history"),
+                        (lambda: torch.cuda.MemPool(use_on_oom=True), "use_on_oom")):
+        try:
+            call()
+        except RuntimeError as e:
+            assert "cuvmm" in str(e) and words in str(e), str(e)
+        else:
+            raise AssertionError(f"{words}: no error")
+    assert (x * 2).sum().item() == 2.0 * MiB
+    """)
+
+
+@only_cuvmm
+def test_enable_after_cuda_started_raises_and_pytorch_keeps_its_allocator():
+    source = """
+import torch, cuvmm_torch
+torch.zeros(1, device="cuda")
+try:
+    cuvmm_torch.enable()
+except RuntimeError as e:
+    assert "after PyTorch initialized CUDA" in str(e), e
+else:
+    raise AssertionError("enable() after CUDA started succeeded")
+assert not cuvmm_torch.is_enabled()
+print("PASS")
+"""
+    result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "PASS" in result.stdout, result.stdout + result.stderr
+
+
+@only_cuvmm
+def test_the_enable_variable_installs_cuvmm_at_import():
+    source = """
+import torch, cuvmm_torch
+assert cuvmm_torch.is_enabled()
+x = torch.ones(MiB := 1 << 20, device="cuda")
+assert cuvmm_torch.stats()["bytes_requested"]["current"] == torch.cuda.memory_allocated() == 4 * MiB
+print("PASS")
+"""
+    env = dict(os.environ, CUVMM_TORCH_ENABLE="1")
+    result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0 and "PASS" in result.stdout, result.stdout + result.stderr
