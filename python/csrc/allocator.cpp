@@ -44,6 +44,8 @@
 #include <cuvmm/host_backend.hpp>
 #include <cuvmm/types.hpp>
 
+#include "arena_dicts.hpp"
+
 namespace py = pybind11;
 
 namespace {
@@ -220,35 +222,13 @@ __attribute__((visibility("default"))) void cuvmm_torch_free(void* ptr, ssize_t 
 
 namespace {
 
-py::dict counter(const cuvmm::ArenaCounter& c) {
-  py::dict d;
-  d["current"] = c.current;
-  d["peak"] = c.peak;
-  d["total"] = c.total;
-  return d;
-}
-
 /// Every ArenaStats field; counters as {"current", "peak", "total"}. None: the device has no arena.
 py::object stats(int device) {
   HANDLE_TH_ERRORS
   cuvmm::Arena* arena = ArenaRegistry::instance().find(device);
   if (arena == nullptr) return py::none();
   cuvmm::ArenaStats const s = arena->stats();
-  py::dict d;
-  d["bytes_requested"] = counter(s.bytes_requested);
-  d["allocations"] = counter(s.allocations);
-  d["bytes_mapped"] = counter(s.bytes_mapped);
-  d["bytes_physical"] = counter(s.bytes_physical);
-  d["bytes_reserved"] = counter(s.bytes_reserved);
-  d["chunks_created"] = s.chunks_created;
-  d["chunks_released"] = s.chunks_released;
-  d["maps"] = s.maps;
-  d["unmaps"] = s.unmaps;
-  d["access_calls"] = s.access_calls;
-  d["cross_stream_reuses"] = s.cross_stream_reuses;
-  d["reclaims"] = s.reclaims;
-  d["fragmentation"] = s.fragmentation;
-  return d;
+  return cuvmm_torch::arena_stats_dict(s);
   END_HANDLE_TH_ERRORS_PYBIND
 }
 
@@ -265,14 +245,7 @@ std::size_t trim(int device) {
 py::dict arena_options(const std::string& text) {
   HANDLE_TH_ERRORS
   cuvmm::ArenaOptions const o = options_from(text);
-  py::dict d;
-  d["address_space_bytes"] = o.address_space_bytes;
-  d["page_bytes"] = o.page_bytes;
-  d["large_page_bytes"] = o.large_page_bytes;
-  d["share_large_page_tails"] = o.share_large_page_tails;
-  d["byte_limit"] = o.byte_limit;
-  d["compression"] = std::string(cuvmm::to_string(o.compression));
-  return d;
+  return cuvmm_torch::arena_options_dict(o);
   END_HANDLE_TH_ERRORS_PYBIND
 }
 

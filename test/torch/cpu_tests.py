@@ -93,7 +93,7 @@ def run_with_conf(conf: str, code: str) -> subprocess.CompletedProcess:
 
 
 class ArenaOptionsTest(unittest.TestCase):
-    DEFAULTS = {"address_space_bytes": 0, "page_bytes": 0, "large_page_bytes": 32 * MiB,
+    DEFAULTS = {"address_space_bytes": 0, "page_bytes": 0, "large_page_bytes": 32 * MiB, "max_lent_bytes": 0,
                 "share_large_page_tails": True, "byte_limit": 0, "compression": "none"}
 
     def test_without_a_text_the_options_are_the_defaults(self):
@@ -223,6 +223,9 @@ class StatsAndTrimTest(unittest.TestCase):
         cached = cuvmm_torch.stats(device)
         self.assertEqual(cached["bytes_requested"]["current"], 6 * MiB)
         self.assertEqual(cached["bytes_physical"]["current"], 16 * MiB)  # freed pages stay cached
+        self.assertEqual((cached["bytes_live"], cached["bytes_cached"]), (6 * MiB, 10 * MiB))
+        self.assertEqual(sum(cached[k] for k in ("bytes_live", "bytes_pinned", "bytes_lent", "bytes_cached",
+                                                 "bytes_pooled")), cached["bytes_physical"]["current"])
         self.assertEqual(cuvmm_torch.trim(device), 10 * MiB)
         trimmed = cuvmm_torch.stats(device)
         self.assertEqual(trimmed["bytes_physical"]["current"], 6 * MiB)
@@ -237,7 +240,9 @@ class StatsAndTrimTest(unittest.TestCase):
         self.assertEqual(set(cuvmm_torch.stats(device)),
                          {"bytes_requested", "allocations", "bytes_mapped", "bytes_physical", "bytes_reserved",
                           "chunks_created", "chunks_released", "maps", "unmaps", "access_calls",
-                          "cross_stream_reuses", "reclaims", "fragmentation"})
+                          "cross_stream_reuses", "reclaims", "pages_moved", "bytes_stale", "streams",
+                          "bytes_live", "bytes_pinned", "bytes_lent", "bytes_cached", "bytes_pooled",
+                          "fragmentation"})
         self.assertEqual(set(cuvmm_torch.stats(device)), set(cuvmm_torch.stats(62)))
 
     def test_a_second_host_arena_for_the_same_index_is_refused(self):

@@ -219,6 +219,11 @@ std::vector<ArenaStatField> arena_stats_fields(const ArenaStats& s) {
       count("pages_moved", s.pages_moved, "pages mapped again at another address"),
       count("bytes_stale", s.bytes_stale, "address space still mapped to pages that no longer back it"),
       count("streams", s.streams, "streams the arena keeps state for"),
+      count("bytes_live", s.bytes_live, "pages backing live allocations"),
+      count("bytes_pinned", s.bytes_pinned, "free blocks in slab pages that still hold a live block"),
+      count("bytes_lent", s.bytes_lent, "free slots of large pages that live allocations still use"),
+      count("bytes_cached", s.bytes_cached, "mapped and free, given back on demand"),
+      count("bytes_pooled", s.bytes_pooled, "unmapped pages kept for reuse, given back on demand"),
       ArenaStatField{"fragmentation", Kind::ratio, {}, 0, s.fragmentation,
                      "1 - largest free extent / all free pages in extents"},
   };
