@@ -272,6 +272,7 @@ void free_hook(std::uintptr_t ptr, ssize_t size, int device) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "cuvmm's Arena as PyTorch's CUDA allocator (use the cuvmm_torch package, not this module)";
   m.def("stats", &stats, py::arg("device"));
+  m.def("stats_of_no_arena", [] { return cuvmm_torch::arena_stats_dict(cuvmm::ArenaStats{}); });
   m.def("trim", &trim, py::arg("device"));
   m.def("arena_options", &arena_options, py::arg("text"));
   m.def("_install_host_arena", &install_host_arena, py::arg("device"), py::arg("byte_limit"),

@@ -146,14 +146,13 @@ def stats(device=None) -> dict:
     """The arena's statistics for `device` (default: the current device) as a dict of the ArenaStats
     fields: bytes_requested, allocations, bytes_mapped, bytes_physical, bytes_reserved (each a dict
     of "current", "peak" and "total"), chunks_created, chunks_released, maps, unmaps, access_calls,
-    cross_stream_reuses, reclaims (counts) and fragmentation (0 to 1). All zero before the device's
-    first allocation through cuvmm."""
+    cross_stream_reuses, reclaims, pages_moved, bytes_stale, streams (counts), the bytes held by
+    kind: bytes_live, bytes_pinned, bytes_lent, bytes_cached, bytes_pooled (they add up to
+    bytes_physical's current) and fragmentation (0 to 1). All zero before the device's first
+    allocation through cuvmm."""
     result = (_allocator if _enabled else _C).stats(_device_index(device))
     if result is None:  # nothing allocated on the device yet: no arena, nothing held
-        counters = ("bytes_requested", "allocations", "bytes_mapped", "bytes_physical", "bytes_reserved")
-        result = {name: {"current": 0, "peak": 0, "total": 0} for name in counters}
-        result.update(chunks_created=0, chunks_released=0, maps=0, unmaps=0, access_calls=0,
-                      cross_stream_reuses=0, reclaims=0, fragmentation=0.0)
+        result = _C.stats_of_no_arena()
     return result
 
 

@@ -9,7 +9,8 @@
 # meson-python project and this Python has mesonpy; else, or when that fails, the extensions
 # compiled directly with torch.utils.cpp_extension (test/torch/build_allocator.py) against the
 # libcuvmm of the Meson build folder BUILD_DIR (configured and built here if it has none).
-# CUVMM_TORCH_BUILD=pip or =direct picks one. MODES (default "cuvmm torch") picks the runs, PYTEST_ARGS
+# CUVMM_TORCH_BUILD=pip or =direct picks one; CUVMM_TORCH_SITE=DIR uses a package an earlier run
+# built into DIR/site instead. MODES (default "cuvmm torch"; empty: build only) picks the runs, PYTEST_ARGS
 # adds pytest options (e.g. "-k graph"); CPU_TESTS=0 skips cpu_tests.py. Exit status: 0 when PyTorch sees a GPU and every test
 # passed in both modes.
 set -uo pipefail
@@ -24,11 +25,19 @@ log() { echo "gpu-check: $*" | tee -a "$out/summary.txt"; }
 : > "$out/summary.txt"
 log "$("$python" --version 2>&1), torch $("$python" -c 'import torch; print(torch.__version__)'), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 
+# Device code for this machine's GPU only, when PyTorch sees one (all of cuvmm's list otherwise).
+arch=$("$python" -c 'import torch; print("%d%d" % torch.cuda.get_device_capability())' 2>/dev/null)
 built=
 method=${CUVMM_TORCH_BUILD:-auto}
-if [[ $method != direct ]] && grep -q mesonpy "$root/python/pyproject.toml" && "$python" -c 'import mesonpy' 2>/dev/null; then
+if [[ -n ${CUVMM_TORCH_SITE:-} ]]; then  # a package built by an earlier run: no build
+  site=$(cd "$CUVMM_TORCH_SITE" && pwd)
+  built=given
+  method=given
+fi
+if [[ $method != direct && $method != given ]] && grep -q mesonpy "$root/python/pyproject.toml" && "$python" -c 'import mesonpy' 2>/dev/null; then
   rm -rf "$site"
-  if "$python" -m pip install --no-build-isolation --no-deps --target "$site" "$root/python" > "$out/build-pip.log" 2>&1; then
+  if "$python" -m pip install --no-build-isolation --no-deps --target "$site" \
+       ${arch:+"-Csetup-args=-Dgpu_architectures=$arch"} "$root/python" > "$out/build-pip.log" 2>&1; then
     built=pip
   else
     log "meson-python build failed (build-pip.log); compiling directly"
@@ -36,8 +45,6 @@ if [[ $method != direct ]] && grep -q mesonpy "$root/python/pyproject.toml" && "
 fi
 if [[ -z $built ]]; then
   if [[ ! -e $build/src/libcuvmm.so ]]; then
-    # Device code for this machine's GPU only, when PyTorch sees one (all of cuvmm's list otherwise).
-    arch=$("$python" -c 'import torch; print("%d%d" % torch.cuda.get_device_capability())' 2>/dev/null)
     [[ -e $build/build.ninja ]] || meson setup "$build" "$root" -Dtests=disabled -Dbenchmarks=disabled -Dmpi=disabled \
                                       -Dtools=false ${arch:+-Dgpu_architectures=$arch -Dtest_gpu_architectures=$arch} \
                                       > "$out/build-meson.log" 2>&1
@@ -57,7 +64,7 @@ fi
 cd "$out"  # not the source tree: the built package is the one imported
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 "$python" -m cuvmm_torch > "$out/status.json" 2>&1 || { log "python -m cuvmm_torch failed"; status=1; }
-for mode in ${MODES:-cuvmm torch}; do
+for mode in ${MODES-cuvmm torch}; do
   # shellcheck disable=SC2086  # PYTEST_ARGS is a list of options
   CUVMM_TORCH_TEST_MODE=$mode "$python" -m pytest -v -p no:cacheprovider ${PYTEST_ARGS:-} "$root/test/torch/test_allocator_gpu.py" \
     --junitxml="$out/junit-$mode.xml" > "$out/pytest-$mode.log" 2>&1
