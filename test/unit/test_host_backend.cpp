@@ -872,7 +872,13 @@ TEST_CASE("a default host ring of 2^40 three-byte elements is refused with OutOf
           "[host_backend][oom]") {
   using Triple = std::array<std::uint8_t, 3>;
   auto const oom = thrown_by<cuvmm::OutOfMemory>([] { cuvmm::HostRingBuffer<Triple> ring(std::size_t{1} << 40); });
-  CHECK(oom.call() == "cuMemCreate");
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer keeps most of the address space for its shadow: reserving the ring's 3 TiB
+  // range is refused first, before the memory check is reached. Either way: a typed error, no kill.
+  CHECK((oom.call() == "cuMemCreate" || oom.call() == "mmap"));
+#else
+  CHECK(oom.call() == "cuMemCreate");  // refused by the memory check, not by the kernel
+#endif
 }
 
 TEST_CASE("a host ring or growable buffer past the free memory throws OutOfMemory and changes nothing",
