@@ -50,7 +50,8 @@ rm -f "$out/include/cuvmm/version.hpp.new"
 # The library's host-side sources (no .cu, no MPI), compiled once; an object is rebuilt when its
 # source or any header is newer.
 mapfile -t library < <(cd "$root" && ls src/allocators/*.cpp src/backend/*.cpp src/caps/*.cpp src/driver/*.cpp \
-  src/errors/*.cpp src/handles/*.cpp src/containers/growable_storage.cpp src/containers/reservation_pool.cpp \
+  src/errors/*.cpp src/handles/*.cpp src/containers/growable_storage.cpp src/containers/mapping_worker.cpp \
+  src/containers/reservation_pool.cpp \
   src/ipc/channel.cpp src/ipc/message.cpp \
   src/ipc/shared_buffer.cpp)
 newest_header=$(cd "$root" && find include src -name '*.hpp' -newer "$out/libcuvmm-fuzz.a" 2>/dev/null | head -1 || true)
