@@ -15,9 +15,11 @@
 #include <cuvmm/physical_chunk.hpp>
 
 #include "host_memory.hpp"
+#include "growable_contents.hpp"
 #include "observables.hpp"
 
 using namespace cuvmm;
+using cuvmm::test::random_words;
 using Catch::Matchers::ContainsSubstring;
 
 namespace {
@@ -30,13 +32,6 @@ GrowableOptions with_compression(Compression compression) {
   options.max_chunk_bytes = 2 * G;
   options.compression = compression;
   return options;
-}
-
-std::vector<std::uint64_t> random_words(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::uint64_t> v(n);
-  for (auto& x : v) x = rng();
-  return v;
 }
 
 }  // namespace

@@ -20,9 +20,12 @@
 #include <cuvmm/growable_buffer.hpp>
 #include <cuvmm/host_backend.hpp>
 
+#include "growable_contents.hpp"
 #include "observables.hpp"
 
 using namespace cuvmm;
+using cuvmm::test::contents;
+using cuvmm::test::random_words;
 
 namespace {
 
@@ -36,18 +39,6 @@ GrowableOptions capped(std::size_t max_capacity) {
   GrowableOptions o;
   o.max_capacity_bytes = max_capacity;
   return o;
-}
-
-std::vector<std::uint64_t> random_words(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::uint64_t> v(n);
-  for (auto& x : v) x = rng();
-  return v;
-}
-
-template <class T>
-std::vector<T> contents(const HostGrowableBuffer<T>& b) {
-  return std::vector<T>(b.begin(), b.end());
 }
 
 }  // namespace

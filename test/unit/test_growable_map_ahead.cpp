@@ -22,9 +22,12 @@
 #include <cuvmm/host_backend.hpp>
 #include <cuvmm/host_growable_buffer.hpp>
 
+#include "growable_contents.hpp"
 #include "observables.hpp"
 
 using namespace cuvmm;
+using cuvmm::test::contents;
+using cuvmm::test::random_words;
 
 namespace {
 
@@ -41,18 +44,6 @@ GrowableOptions mapping_ahead(MapAhead map_ahead = MapAhead::on) {
   o.hide_bytes = 1 * MiB;
   o.map_ahead = map_ahead;
   return o;
-}
-
-std::vector<std::uint64_t> random_words(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::uint64_t> v(n);
-  for (auto& x : v) x = rng();
-  return v;
-}
-
-template <class T>
-std::vector<T> contents(const HostGrowableBuffer<T>& b) {
-  return std::vector<T>(b.begin(), b.end());
 }
 
 /// Every step handed to the mapping thread has ended one way, or is the one pending.
