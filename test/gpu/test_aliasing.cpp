@@ -32,7 +32,7 @@ namespace {
 /// The frame of every case: skips without a GPU; otherwise runs `body(cuda, stream)` and checks
 /// that everything it made was given back (the backend's live objects, free memory). The body runs
 /// once before the baseline too: its kernels (this file's, Thrust's) are loaded lazily at their
-/// first launch by default, and that memory would otherwise look like a leak (#15.10).
+/// first launch by default, and that memory would otherwise look like a leak.
 template <class Body>
 void gpu_case(Body&& body) {
   test::require_gpu();

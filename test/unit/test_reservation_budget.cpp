@@ -1,7 +1,7 @@
 // The process's budget for default-sized reservations (DefaultReservationLimits, DESIGN invariant 5),
 // on the host backend, whose address space is the real Linux one: default buffers get the
 // device's size while the budget lasts, then the fallback size; the budget comes back when a
-// buffer goes, follows moves, and buffers that chose their size are never counted (issue #16).
+// buffer goes, follows moves, and buffers that chose their size are never counted.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // ReservationPool on the host backend (its address space is the real Linux one): thousands of
-// buffers in a few reservations, slots reused, limits and failures, lifetimes (issue #16).
+// buffers in a few reservations, slots reused, limits and failures, lifetimes.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
