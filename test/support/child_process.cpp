@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 
 extern char** environ;
 
@@ -53,7 +55,16 @@ RunningProgram start_program(const std::vector<std::string>& argv, const std::ve
     c_argv.push_back(nullptr);
     std::vector<std::string> settings = extra_environment;
     std::vector<char*> c_env;
-    for (char** variable = environ; *variable != nullptr; ++variable) c_env.push_back(*variable);
+    // A given setting replaces the inherited one of that name (with both present, getenv finds the
+    // first: the inherited PYTHONPATH would win over the test's own).
+    auto const is_given = [&settings](std::string_view variable) {
+      std::string_view const name = variable.substr(0, variable.find('=') + 1);
+      return std::any_of(settings.begin(), settings.end(),
+                         [name](std::string const& setting) { return setting.starts_with(name); });
+    };
+    for (char** variable = environ; *variable != nullptr; ++variable) {
+      if (!is_given(*variable)) c_env.push_back(*variable);
+    }
     for (std::string& setting : settings) c_env.push_back(setting.data());
     c_env.push_back(nullptr);
     spawned = ::posix_spawn(&child, c_argv[0], actions.get(), nullptr, c_argv.data(), c_env.data());

@@ -41,7 +41,7 @@ class RunningProgram {
 };
 
 /// Starts `argv` (argv[0] is the program's path) with this process's environment plus
-/// `extra_environment` ("NAME=value" entries). Throws std::runtime_error if it cannot be started.
+/// `extra_environment` ("NAME=value" entries, each replacing an inherited variable of that name). Throws std::runtime_error if it cannot be started.
 RunningProgram start_program(const std::vector<std::string>& argv, const std::vector<std::string>& extra_environment = {});
 
 /// Runs `argv` as start_program does and waits for it.

@@ -7,6 +7,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -255,4 +256,21 @@ TEST_CASE("torch_trace.py: a plug-in that fails costs only its own replay; the o
   CHECK_THAT(run.output, ContainsSubstring("replay pytorch_expandable_segments 4 0 "));
   CHECK_THAT(run.output, !ContainsSubstring("replay pytorch_cuvmm_plugin"));
   CHECK_THAT(run.output, ContainsSubstring("torch_trace.py: the pytorch_cuvmm_plugin replay failed with exit status 1\n"));
+}
+
+TEST_CASE("a test's PYTHONPATH replaces the one its environment sets (with both, Python may take either)",
+          "[plan][torch_trace]") {
+  char const* const inherited = std::getenv("PYTHONPATH");
+  std::string const saved = inherited != nullptr ? inherited : "";
+  ::setenv("PYTHONPATH", "/nonexistent-inherited-path", 1);
+  auto const run = run_program({"/usr/bin/env"}, {"PYTHONPATH=/the-test-s-own-path"});
+  if (inherited != nullptr) {
+    ::setenv("PYTHONPATH", saved.c_str(), 1);
+  } else {
+    ::unsetenv("PYTHONPATH");
+  }
+  INFO(run.output);
+  CHECK(run.exit_status == 0);
+  CHECK_THAT(run.output, ContainsSubstring("\nPYTHONPATH=/the-test-s-own-path\n"));
+  CHECK_THAT(run.output, !ContainsSubstring("nonexistent-inherited-path"));
 }
