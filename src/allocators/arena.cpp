@@ -78,6 +78,7 @@
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <mutex>
@@ -96,6 +97,7 @@
 #include "allocators/page_pool.hpp"
 #include "allocators/slabs.hpp"
 #include "allocators/stream_caches.hpp"
+#include "allocators/stream_fronts.hpp"
 #include "allocators/stream_order.hpp"
 
 namespace cuvmm {
@@ -103,12 +105,7 @@ namespace {
 
 using detail::PagePool;
 using detail::StreamCache;
-
-void bump(ArenaCounter& c, std::size_t by) noexcept {
-  c.current += by;
-  c.total += by;
-  c.peak = std::max(c.peak, c.current);
-}
+using detail::StreamFront;
 
 void set_current(ArenaCounter& c, std::size_t now) noexcept {
   if (now > c.current) c.total += now - c.current;
@@ -125,6 +122,35 @@ void set_current(ArenaCounter& c, std::size_t now) noexcept {
 /// packs sooner). Mean utilization moved from 0.890 / 0.918 packed to 0.886 / 0.915 with 2 GiB.
 /// (Measured by setting this constant and running `unit_arena_trace "[.profile]"`.)
 constexpr std::size_t growth_room_bytes = 2 * GiB;
+
+/// Most bytes (of the pages or blocks behind them) that one stream's front keeps parked: the
+/// memory a stream may hold idle beyond the reach of the other streams' requests until trim(),
+/// release_stream() or an out-of-memory reclaim drains it. Enough for the sizes of
+/// `bench_arena --benchmark_filter=threads/` (4 KiB to 4 MiB, 16 live per thread) to be served
+/// from the front almost always.
+constexpr std::size_t stream_front_bytes = 64 * MiB;
+/// Largest allocation of whole small pages a front keeps (smaller ones from slabs always are).
+constexpr std::size_t front_run_bytes = 8 * MiB;
+
+/// An ArenaCounter that threads update without a lock: the cached path counts allocations in it.
+struct LiveCounter {
+  std::atomic<std::size_t> current{0};
+  std::atomic<std::size_t> peak{0};
+  std::atomic<std::size_t> total{0};
+
+  void add(std::size_t n) noexcept {
+    std::size_t const now = current.fetch_add(n, std::memory_order_relaxed) + n;
+    total.fetch_add(n, std::memory_order_relaxed);
+    std::size_t seen = peak.load(std::memory_order_relaxed);
+    while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+  }
+  void remove(std::size_t n) noexcept { current.fetch_sub(n, std::memory_order_relaxed); }
+  [[nodiscard]] ArenaCounter load() const noexcept {
+    return {current.load(std::memory_order_relaxed), peak.load(std::memory_order_relaxed),
+            total.load(std::memory_order_relaxed)};
+  }
+};
 
 /// The page geometry and pool options from the user's options, checked.
 detail::PagePoolOptions pool_options(Backend& backend, const ArenaOptions& options) {
@@ -193,6 +219,18 @@ struct Arena::State {
   void reclaim_everything();
   Address allocate_block(std::size_t size_class, std::size_t bytes, StreamCache& s);
   void deallocate_block(Address address, std::size_t bytes, Stream stream);
+  void free_checked(Address address, std::size_t bytes, Stream stream);
+
+  // Stream fronts: the cached path without the lock (stream_fronts.hpp) ----------------------------
+  [[nodiscard]] std::optional<std::size_t> front_key(std::size_t bytes, std::size_t alignment) const noexcept;
+  [[nodiscard]] std::size_t key_bytes(std::size_t key) const noexcept;
+  std::optional<std::size_t> checked_key(Address address, std::size_t bytes) const;
+  void free_held(Address address, std::size_t bytes, Stream stream);
+  void park(StreamFront& f, Address address, std::size_t key);
+  void release_parked(StreamFront& f, std::size_t key);
+  bool drain(StreamFront& f);
+  bool drain_fronts();
+  void retire_front(Stream stream);
 
   // Helpers --------------------------------------------------------------------------------------
   void wait_for(StreamCache& s);  // blocks until the work queued on `s` so far is done
@@ -212,6 +250,11 @@ struct Arena::State {
   std::unordered_map<Address, LiveSpan> live_spans;  // allocations of whole pages, by address
   std::size_t live_span_slots = 0;                   // sum of live_spans' pages
   std::size_t max_lent_slots = 0;                    // options.max_lent_bytes (or its default) in slots
+  std::size_t front_pages = 0;                       // longest run of small pages a front keeps
+  mutable detail::StreamFronts fronts;               // per stream: freed allocations served without `lock`
+  std::unordered_map<Address, StreamFront*> held;    // allocations parked or handed out by a front, and which
+  LiveCounter requested;                             // ArenaStats::bytes_requested
+  LiveCounter allocated;                             // ArenaStats::allocations
 
   ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, reclaims
   mutable std::mutex lock;
@@ -223,7 +266,9 @@ Arena::State::State(Backend& user_backend, ArenaOptions opts)
       order(detail::make_stream_order(calls.space(), options.device)),
       pool(calls, pool_options(calls, options)),
       slabs(pool.page_bytes()),
-      caches(*order, slabs.class_count(), pool.slots_per_large()) {
+      caches(*order, slabs.class_count(), pool.slots_per_large()),
+      front_pages(std::min(front_run_bytes / pool.page_bytes(), pool.large_page_bytes() != 0 ? pool.slots_per_large() - 1 : front_run_bytes)),
+      fronts(slabs.class_count() + front_pages) {
   set_current(counters.bytes_reserved, pool.range().size());
   std::size_t max_lent = options.max_lent_bytes;
   if (max_lent == 0) {
@@ -301,6 +346,7 @@ Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, 
   if (auto const run = take_cached(s, slots, s, may_borrow)) return *run;       // 1. own cache (and lent slots), as it lies
   if (auto const run = take_from_other_stream(s, slots)) return *run;       // 2. another stream's cache, after an event wait
   if (auto const run = extend_cached_run(s, slots)) return *run;            // 3. own cached run, grown in place (steps 5-10 for what it lacks)
+  if (drain_fronts()) return obtain_pages(slots, s, may_borrow);            // 3b. what the streams' fronts park, then 1-3 again
   try {
     auto span = take_slots(slots);                                          // 4. addresses (none free: reclaim, then OutOfMemory)
     return {back_and_map(*span, s), slots};
@@ -637,6 +683,7 @@ void Arena::State::unmap_own_cache(StreamCache& s, const PagePool::Span& span) {
 
 /// Waits for every stream, unmaps the slabs with no live block and all cached memory into the pools.
 void Arena::State::reclaim_everything() {
+  drain_fronts();
   caches.for_each([&](StreamCache& s) { wait_for(s); });
   auto const empty = slabs.remove_empty();
   caches.forget_slabs(empty, pool.range().base(), pool.page_bytes());
@@ -687,6 +734,7 @@ Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCac
     caches.move_blocks(*other, s, c);
     return reuse(*caches.take_block(s, c));
   }
+  if (drain_fronts()) return allocate_block(c, bytes, s);                              // 3b. what the streams' fronts park, then 1-3 again
   if (s.fresh_slabs[c].size() == s.fresh_slabs[c].capacity()) s.fresh_slabs[c].reserve(2 * s.fresh_slabs[c].size() + 1);
   std::size_t const slot = obtain_pages(1, s).first;                                    // 4. a new slab of one page
   try {
@@ -705,6 +753,165 @@ void Arena::State::deallocate_block(Address a, std::size_t bytes, Stream stream)
   // Checked first (a bad free throws, changing nothing); the stream is registered and the block
   // cached only for a free that is accepted; the block is marked free last (nothing to undo).
   slabs.free_block(slot, offset, bytes, a, [&](std::size_t c) { caches.put_block(caches.get(stream), c, a); });
+}
+
+/// Frees the live allocation at `address` of `bytes` on `stream` into the stream caches; a bad free
+/// throws cuvmm::Error and changes nothing (nor does it register `stream`).
+void Arena::State::free_checked(Address address, std::size_t bytes, Stream stream) {
+  auto const span = live_spans.find(address);
+  if (span == live_spans.end()) {
+    deallocate_block(address, bytes, stream);
+    return;
+  }
+  LiveSpan const live = span->second;
+  if (live.bytes != bytes) {
+    throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
+                                                    std::to_string(address) + " (" + std::to_string(live.bytes) + ")");
+  }
+  StreamCache& s = caches.get(stream);  // registered only once the free is known to be right
+  if (live.tail == 0 && !live.lent) {  // (the common case, inline)
+    caches.put_pages(s, live.first, live.pages, live.large_layout);
+  } else {
+    free_span(s, live);
+  }
+  live_spans.erase(span);
+  live_span_slots -= live.pages;
+}
+
+// Stream fronts ----------------------------------------------------------------------------------
+//
+// Keys: a size class c is key c; a run of p small pages (p <= front_pages) is key classes + p - 1.
+// A front's parked allocation stays a live allocation in the books above (live_spans, slabs), held
+// by the front (`held`), so nothing else can take it; drained, it is freed into the stream caches
+// on the front's stream with the size recorded there, as if freed then, and every rule of the stream
+// caches applies from there on.
+
+/// The key of a request that a front may serve, or nothing. Reads only what never changes.
+std::optional<std::size_t> Arena::State::front_key(std::size_t bytes, std::size_t alignment) const noexcept {
+  if (auto const c = slabs.class_for(bytes, alignment)) return *c;
+  std::size_t const pages = (bytes + pool.page_bytes() - 1) / pool.page_bytes();
+  if (pages > front_pages) return std::nullopt;
+  return slabs.class_count() + pages - 1;
+}
+
+std::size_t Arena::State::key_bytes(std::size_t key) const noexcept {
+  std::size_t const classes = slabs.class_count();
+  return key < classes ? slabs.block_bytes(key) : (key - classes + 1) * pool.page_bytes();
+}
+
+/// The key of the live allocation at `address` freed with `bytes`, or nothing when no front keeps
+/// it (large layouts, shared tails, lent slots, long runs). A bad free throws, changing nothing.
+std::optional<std::size_t> Arena::State::checked_key(Address address, std::size_t bytes) const {
+  if (auto const span = live_spans.find(address); span != live_spans.end()) {
+    LiveSpan const& live = span->second;
+    if (live.bytes != bytes || live.large_layout || live.tail != 0 || live.lent || live.pages > front_pages) {
+      return std::nullopt;  // (free_checked refuses a wrong size)
+    }
+    return slabs.class_count() + live.pages - 1;
+  }
+  std::size_t const slot = pool.slot_of(address);
+  return slabs.check_free(slot, address - pool.slot_address(slot), bytes, address);
+}
+
+/// Frees `address`, which a front holds, with `bytes` on `stream`: checked against the front's
+/// record (a free of a parked allocation is a second free), then parked in `stream`'s front.
+void Arena::State::free_held(Address address, std::size_t bytes, Stream stream) {
+  StreamFront& owner = *held.find(address)->second;
+  // (Who a front serves changes only under `lock`, held here.) Made before the owner is locked:
+  // a front lock is never held while waiting for the registry's.
+  StreamFront& f = owner.serves(stream) ? owner : fronts.get(stream);
+  caches.get(stream);  // registered, as for any free (a refused one changes nothing else either)
+  std::lock_guard const owner_held(owner.lock);
+  auto const handed = owner.handed.find(address);
+  if (handed == owner.handed.end()) {
+    throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(address) +
+                                                    " was not allocated by this arena or was freed twice");
+  }
+  if (handed->second.bytes != bytes) {
+    throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
+                                                    std::to_string(address) + " (" +
+                                                    std::to_string(handed->second.bytes) + ")");
+  }
+  std::size_t const key = handed->second.key;
+  if (&f == &owner) {
+    park(owner, address, key);
+  } else {
+    // Two front locks: safe, as only a holder of `lock` ever waits for a front while holding one.
+    std::lock_guard const f_held(f.lock);
+    park(f, address, key);
+  }
+  owner.handed.erase(handed);
+}
+
+/// Parks `address` (key `key`, held by no front or handed by one) in `f` (locked), releasing
+/// `f`'s largest parked allocations first while the bound would be passed. Throws only
+/// std::bad_alloc, and then `address` is where it was (what was released stays released).
+void Arena::State::park(StreamFront& f, Address address, std::size_t key) {
+  std::size_t const bytes = key_bytes(key);
+  for (std::size_t k = f.parked.size(); k > 0 && f.parked_bytes + bytes > stream_front_bytes; --k) {
+    while (!f.parked[k - 1].empty() && f.parked_bytes + bytes > stream_front_bytes) release_parked(f, k - 1);
+  }
+  auto& bin = f.parked[key];
+  if (bin.size() == bin.capacity()) bin.reserve(2 * bin.size() + 1);
+  held.insert_or_assign(address, &f);
+  bin.push_back(address);  // capacity reserved
+  f.parked_bytes += bytes;
+}
+
+/// Frees the last allocation parked under `key` in `f` (locked) into the stream caches, on `f`'s
+/// stream, with the size recorded in the books. Throws only std::bad_alloc, changing nothing.
+void Arena::State::release_parked(StreamFront& f, std::size_t key) {
+  Address const address = f.parked[key].back();
+  std::size_t recorded = 0;
+  if (auto const span = live_spans.find(address); span != live_spans.end()) {
+    recorded = span->second.bytes;
+  } else {
+    std::size_t const slot = pool.slot_of(address);
+    recorded = slabs.recorded_bytes(slot, address - pool.slot_address(slot));
+  }
+  free_checked(address, recorded, f.stream);
+  held.erase(address);
+  f.parked[key].pop_back();
+  f.parked_bytes -= key_bytes(key);
+}
+
+/// Frees everything parked in `f` into the stream caches; whether there was anything.
+bool Arena::State::drain(StreamFront& f) {
+  std::lock_guard const f_held(f.lock);
+  bool const any = f.parked_bytes != 0;
+  for (std::size_t k = 0; k < f.parked.size(); ++k) {
+    while (!f.parked[k].empty()) release_parked(f, k);
+  }
+  return any;
+}
+
+/// Drains every front; whether any parked anything. Before a request maps pages anew (obtain_pages
+/// and allocate_block, step 3b) and before a reclaim, so that parked memory is never what makes a
+/// request create pages, move pages or fail.
+bool Arena::State::drain_fronts() {
+  bool any = false;
+  fronts.for_each([&](StreamFront& f) { any = drain(f) || any; });
+  return any;
+}
+
+/// Drains `stream`'s front, gives the live allocations it handed out back to the books (their
+/// exact sizes recorded there again) and keeps the front for another stream.
+void Arena::State::retire_front(Stream stream) {
+  StreamFront* const f = fronts.registered(stream);
+  if (f == nullptr) return;
+  drain(*f);
+  std::lock_guard const f_held(f->lock);
+  for (auto const& [address, handed] : f->handed) {
+    if (auto const span = live_spans.find(address); span != live_spans.end()) {
+      span->second.bytes = handed.bytes;
+    } else {
+      std::size_t const slot = pool.slot_of(address);
+      slabs.rerecord(slot, address - pool.slot_address(slot), handed.bytes);
+    }
+    held.erase(address);
+  }
+  f->handed.clear();
+  fronts.retire(*f);
 }
 
 // Helpers ----------------------------------------------------------------------------------------
@@ -792,6 +999,24 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
                                                       " bytes is more than the arena's whole address space (" +
                                                       std::to_string(st.pool.range().size()) + " bytes)");
   }
+  std::optional<std::size_t> const key = st.front_key(bytes, alignment);
+  if (key) {  // the cached path: the stream's front, without the arena's lock
+    if (StreamFront* const f = st.fronts.find(stream)) {
+      std::unique_lock front_held(f->lock);
+      if (!f->serves(stream)) {
+        front_held.unlock();
+        st.fronts.forget_last();
+      } else if (auto& bin = f->parked[*key]; !bin.empty()) {
+        Address const address = bin.back();
+        f->handed.emplace(address, StreamFront::Handed{bytes, *key});  // first: std::bad_alloc changes nothing
+        bin.pop_back();
+        f->parked_bytes -= st.key_bytes(*key);
+        st.requested.add(bytes);
+        st.allocated.add(1);
+        return reinterpret_cast<void*>(address);
+      }
+    }
+  }
   std::lock_guard const held(st.lock);
   struct RefreshMappedBytes {  // on success and failure alike: pages may have moved either way
     State& st;
@@ -821,8 +1046,8 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
     address = handout.record(bytes);
     handout.commit();
   }
-  bump(st.counters.bytes_requested, bytes);
-  bump(st.counters.allocations, 1);
+  st.requested.add(bytes);
+  st.allocated.add(1);
   return reinterpret_cast<void*>(address);
 }
 
@@ -833,27 +1058,43 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
   if (address < st.pool.range().base() || address >= st.pool.range().end()) {
     throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(address) + " is outside the arena");
   }
-  std::lock_guard const held(st.lock);
-  if (auto const span = st.live_spans.find(address); span != st.live_spans.end()) {
-    State::LiveSpan const live = span->second;
-    if (live.bytes != bytes) {
-      throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
-                                                      std::to_string(address) + " (" + std::to_string(live.bytes) +
-                                                      ")");
+  if (StreamFront* const f = st.fronts.find(stream)) {  // the cached path: an allocation the stream's front handed out
+    std::unique_lock front_held(f->lock);
+    if (!f->serves(stream)) {
+      front_held.unlock();
+      st.fronts.forget_last();
+    } else if (auto const handed = f->handed.find(address); handed != f->handed.end()) {
+      if (handed->second.bytes != bytes) {
+        throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
+                                                        std::to_string(address) + " (" +
+                                                        std::to_string(handed->second.bytes) + ")");
+      }
+      std::size_t const key = handed->second.key;
+      std::size_t const key_bytes = st.key_bytes(key);
+      if (f->parked_bytes + key_bytes <= stream_front_bytes) {  // else the lock is needed to make room
+        auto& bin = f->parked[key];
+        bin.push_back(address);  // first: std::bad_alloc changes nothing
+        f->handed.erase(handed);
+        f->parked_bytes += key_bytes;
+        st.requested.remove(bytes);
+        st.allocated.remove(1);
+        return;
+      }
     }
-    StreamCache& s = st.caches.get(stream);  // registered only once the free is known to be right
-    if (live.tail == 0 && !live.lent) {  // (the common case, inline)
-      st.caches.put_pages(s, live.first, live.pages, live.large_layout);
-    } else {
-      st.free_span(s, live);
-    }
-    st.live_spans.erase(span);
-    st.live_span_slots -= live.pages;
-  } else {
-    st.deallocate_block(address, bytes, stream);
   }
-  st.counters.bytes_requested.current -= bytes;
-  st.counters.allocations.current -= 1;
+  std::lock_guard const held(st.lock);
+  if (st.held.contains(address)) {
+    st.free_held(address, bytes, stream);
+  } else if (auto const key = st.checked_key(address, bytes)) {
+    st.caches.get(stream);  // registered, as for any free that is accepted
+    StreamFront& f = st.fronts.get(stream);
+    std::lock_guard const f_held(f.lock);
+    st.park(f, address, *key);
+  } else {
+    st.free_checked(address, bytes, stream);
+  }
+  st.requested.remove(bytes);
+  st.allocated.remove(1);
 }
 
 std::size_t Arena::trim() {
@@ -869,6 +1110,7 @@ std::size_t Arena::trim() {
 void Arena::release_stream(Stream stream) {
   State& st = *state_;
   std::lock_guard const held(st.lock);
+  st.retire_front(stream);
   StreamCache* const gone = st.caches.find(stream);
   if (gone == nullptr) return;
   // The default stream never goes away; what other streams leave behind goes to it.
@@ -894,6 +1136,31 @@ ArenaStats Arena::stats() const {
   State const& st = *state_;
   std::lock_guard const held(st.lock);
   ArenaStats s = st.counters;
+  // Every front locked: no cached-path operation is half done. What fronts park is free (cached),
+  // though the books count it live: a slab whose live blocks are all parked is an empty slab.
+  std::size_t parked_slots = 0;
+  std::size_t largest_parked = 0;  // slots of the longest run parked (an extent of its own)
+  std::size_t parked_block_bytes = 0;
+  std::unordered_map<std::size_t, std::size_t> parked_blocks;  // slab slot → blocks parked there
+  std::vector<std::unique_lock<std::mutex>> front_locks;
+  st.fronts.for_each([&](StreamFront& f) {
+    front_locks.emplace_back(f.lock);
+    for (std::size_t k = 0; k < f.parked.size(); ++k) {
+      for (Address const a : f.parked[k]) {
+        if (k >= st.slabs.class_count()) {
+          parked_slots += st.key_bytes(k) / st.pool.page_bytes();
+          largest_parked = std::max(largest_parked, st.key_bytes(k) / st.pool.page_bytes());
+        } else {
+          ++parked_blocks[st.pool.slot_of(a)];
+          parked_block_bytes += st.slabs.block_bytes(k);
+        }
+      }
+    }
+  });
+  std::size_t parked_slabs = 0;  // slabs whose every live block is parked
+  for (auto const& [slot, blocks] : parked_blocks) parked_slabs += blocks == st.slabs.in_use(slot) ? 1 : 0;
+  s.bytes_requested = st.requested.load();
+  s.allocations = st.allocated.load();
   s.chunks_created = st.calls.calls(BackendOp::create_chunk);
   s.chunks_released = st.calls.calls(BackendOp::release_chunk);
   s.maps = st.calls.calls(BackendOp::map);
@@ -904,15 +1171,17 @@ ArenaStats Arena::stats() const {
   s.streams = st.caches.size();
   std::size_t const page = st.pool.page_bytes();
   std::size_t const slab_pages = st.slabs.slab_count();
-  std::size_t const used_slabs = st.slabs.slabs_in_use();
-  s.bytes_live = st.live_span_slots * page + st.slabs.live_block_bytes();
-  s.bytes_pinned = used_slabs * page - st.slabs.live_block_bytes();
+  std::size_t const used_slabs = st.slabs.slabs_in_use() - parked_slabs;
+  std::size_t const live_blocks = st.slabs.live_block_bytes() - parked_block_bytes;
+  s.bytes_live = (st.live_span_slots - parked_slots) * page + live_blocks;
+  s.bytes_pinned = used_slabs * page - live_blocks;
   s.bytes_lent = st.caches.lent_slots() * page;
-  s.bytes_cached = (st.caches.cached_pages() + st.caches.cached_span_slots() + slab_pages - used_slabs) * page;
+  s.bytes_cached =
+      (st.caches.cached_pages() + st.caches.cached_span_slots() + parked_slots + slab_pages - used_slabs) * page;
   s.bytes_pooled = st.pool.pooled_bytes();
-  std::size_t const cached = st.caches.cached_pages();
-  s.fragmentation =
-      cached == 0 ? 0.0 : 1.0 - static_cast<double>(st.caches.largest_extent()) / static_cast<double>(cached);
+  std::size_t const cached = st.caches.cached_pages() + parked_slots;
+  std::size_t const largest = std::max(st.caches.largest_extent(), largest_parked);
+  s.fragmentation = cached == 0 ? 0.0 : 1.0 - static_cast<double>(largest) / static_cast<double>(cached);
   return s;
 }
 

@@ -114,6 +114,16 @@ void Slabs::mark_free(std::size_t slot, std::size_t offset) noexcept {
   count_free(slab);
 }
 
+std::size_t Slabs::recorded_bytes(std::size_t slot, std::size_t offset) const noexcept {
+  Slab const& slab = slabs_.find(slot)->second;
+  return slab.requested[offset / slab.block_bytes];
+}
+
+void Slabs::rerecord(std::size_t slot, std::size_t offset, std::size_t bytes) noexcept {
+  Slab& slab = slabs_.find(slot)->second;
+  slab.requested[offset / slab.block_bytes] = static_cast<std::uint32_t>(bytes);
+}
+
 std::vector<std::pair<std::size_t, std::size_t>> Slabs::remove_empty() {
   std::vector<std::pair<std::size_t, std::size_t>> removed;
   for (auto const& [slot, slab] : slabs_) {

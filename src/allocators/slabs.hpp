@@ -74,6 +74,13 @@ class Slabs {
     return slab.size_class;
   }
 
+  /// The bytes recorded for the live block at `offset` of the slab at `slot` (which must be live).
+  [[nodiscard]] std::size_t recorded_bytes(std::size_t slot, std::size_t offset) const noexcept;
+  /// Records `bytes` (up to the block's class size, not 0) for the live block at `offset` of `slot`.
+  void rerecord(std::size_t slot, std::size_t offset, std::size_t bytes) noexcept;
+  /// Blocks allocated now in the slab at `slot` (which must be a slab).
+  [[nodiscard]] std::size_t in_use(std::size_t slot) const noexcept { return slabs_.find(slot)->second.in_use; }
+
   /// Removes every slab with no block allocated; returns their (slot, class).
   std::vector<std::pair<std::size_t, std::size_t>> remove_empty();
 

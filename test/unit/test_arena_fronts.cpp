@@ -1,0 +1,246 @@
+// The Arena's stream fronts on the host backend: per-stream caches of freed allocations served
+// without the arena's lock. Reuse on the freeing stream, no reuse elsewhere but through the stream
+// caches' rules, draining (trim, release_stream, before pages are created), exact statistics, bad
+// frees, and many threads at once (run under ThreadSanitizer by scripts/test.sh).
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include <cuvmm/arena.hpp>
+#include <cuvmm/error.hpp>
+#include <cuvmm/host_backend.hpp>
+
+using namespace cuvmm;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+constexpr std::size_t page = 64 * KiB;
+
+Stream stream_no(int k) { return reinterpret_cast<Stream>(static_cast<std::uintptr_t>(k) * 64); }
+
+ArenaOptions host_options() {
+  ArenaOptions o;
+  o.address_space_bytes = 1 * GiB;
+  o.large_page_bytes = 8 * page;
+  return o;
+}
+
+/// live + pinned + lent + cached + pooled == physical, as ArenaStats promises.
+void check_adds_up(const ArenaStats& s) {
+  CHECK(s.bytes_live + s.bytes_pinned + s.bytes_lent + s.bytes_cached + s.bytes_pooled == s.bytes_physical.current);
+}
+
+}  // namespace
+
+TEST_CASE("a block freed on a stream is handed out again on that stream, with exact statistics", "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const s = stream_no(1);
+  void* a = arena.allocate(1000, s);  // class of 1 KiB blocks
+  void* b = arena.allocate(1000, s);
+  arena.deallocate(a, 1000, s);
+  ArenaStats one_live = arena.stats();
+  CHECK(one_live.allocations.current == 1);
+  CHECK(one_live.bytes_requested.current == 1000);
+  CHECK(one_live.bytes_live == 1024);
+  CHECK(one_live.bytes_pinned == page - 1024);  // a parked block beside a live one is pinned, as a freed one
+  CHECK(one_live.bytes_cached == 0);
+  check_adds_up(one_live);
+
+  arena.deallocate(b, 1000, s);
+  ArenaStats const none_live = arena.stats();
+  CHECK(none_live.allocations.current == 0);
+  CHECK(none_live.bytes_requested.current == 0);
+  CHECK(none_live.bytes_live == 0);
+  CHECK(none_live.bytes_pinned == 0);
+  CHECK(none_live.bytes_cached == page);  // every live block of the slab parked: an empty slab
+  check_adds_up(none_live);
+
+  void* again = arena.allocate(900, s);  // the same class: the block freed last
+  CHECK(again == b);
+  ArenaStats const after = arena.stats();
+  CHECK(after.bytes_requested.current == 900);
+  CHECK(after.bytes_requested.peak == 2000);
+  CHECK(after.bytes_requested.total == 2900);
+  CHECK(after.allocations.total == 3);
+  CHECK(after.bytes_live == 1024);
+  check_adds_up(after);
+  CHECK_THROWS_WITH(arena.deallocate(again, 1000, s), ContainsSubstring("not the size allocated"));
+  arena.deallocate(again, 900, s);
+  CHECK(arena.stats().allocations.current == 0);
+}
+
+TEST_CASE("a run of pages freed on a stream is handed out again where it lies, mapping nothing", "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const s = stream_no(1);
+  void* p = arena.allocate(3 * page, s);
+  arena.deallocate(p, 3 * page, s);
+  ArenaStats const parked = arena.stats();
+  CHECK(parked.bytes_live == 0);
+  CHECK(parked.bytes_cached == 3 * page);
+  CHECK(parked.fragmentation == 0.0);
+  check_adds_up(parked);
+  void* q = arena.allocate(2 * page + 1, s);
+  CHECK(q == p);
+  ArenaStats const reused = arena.stats();
+  CHECK(reused.maps == parked.maps);
+  CHECK(reused.chunks_created == 3);
+  CHECK(reused.bytes_live == 3 * page);
+  CHECK(reused.bytes_cached == 0);
+  arena.deallocate(q, 2 * page + 1, s);
+}
+
+TEST_CASE("memory a stream's front parks reaches another stream only through the stream caches' event wait",
+          "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const a = stream_no(1);
+  Stream const b = stream_no(2);
+  void* p = arena.allocate(2 * page, a);
+  void* block = arena.allocate(4000, a);
+  arena.deallocate(p, 2 * page, a);
+  arena.deallocate(block, 4000, a);
+  CHECK(arena.stats().cross_stream_reuses == 0);
+  void* q = arena.allocate(2 * page, b);  // drained into a's cache, then taken after a wait on a
+  CHECK(q == p);
+  CHECK(arena.stats().cross_stream_reuses == 1);
+  CHECK(arena.stats().chunks_created == 3);
+  void* other_block = arena.allocate(4000, b);
+  CHECK(other_block == block);
+  CHECK(arena.stats().cross_stream_reuses == 2);
+  arena.deallocate(q, 2 * page, b);
+  arena.deallocate(other_block, 4000, b);
+}
+
+TEST_CASE("an allocation a front handed out may be freed on another stream, which then reuses it at once",
+          "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const a = stream_no(1);
+  Stream const b = stream_no(2);
+  void* p = arena.allocate(5000, a);
+  arena.deallocate(p, 5000, a);
+  void* handed = arena.allocate(5000, a);  // from a's front
+  REQUIRE(handed == p);
+  CHECK_THROWS_WITH(arena.deallocate(handed, 4000, b), ContainsSubstring("not the size allocated"));
+  arena.deallocate(handed, 5000, b);
+  CHECK_THROWS_WITH(arena.deallocate(handed, 5000, b), ContainsSubstring("freed twice"));
+  CHECK_THROWS_WITH(arena.deallocate(handed, 5000, a), ContainsSubstring("freed twice"));
+  void* on_b = arena.allocate(5000, b);
+  CHECK(on_b == p);
+  CHECK(arena.stats().cross_stream_reuses == 0);
+  CHECK(arena.stats().streams == 2);
+  arena.deallocate(on_b, 5000, b);
+  CHECK(arena.stats().allocations.current == 0);
+}
+
+TEST_CASE("trim gives back what the fronts park", "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const s = stream_no(1);
+  void* run = arena.allocate(3 * page, s);
+  void* block = arena.allocate(300, s);
+  arena.deallocate(run, 3 * page, s);
+  arena.deallocate(block, 300, s);
+  CHECK(arena.stats().bytes_physical.current == 4 * page);
+  CHECK(arena.trim() == 4 * page);
+  ArenaStats const s_after = arena.stats();
+  CHECK(s_after.bytes_physical.current == 0);
+  CHECK(backend.live_counts().chunks == 0);
+  check_adds_up(s_after);
+}
+
+TEST_CASE("release_stream drains the stream's front, and what the front handed out is freed with its exact size",
+          "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const s = stream_no(1);
+  void* p = arena.allocate(1000, s);
+  void* run = arena.allocate(2 * page, s);
+  arena.deallocate(p, 1000, s);
+  void* handed = arena.allocate(900, s);  // the same block, for 900 bytes now
+  REQUIRE(handed == p);
+  arena.deallocate(run, 2 * page, s);  // parked
+  arena.release_stream(s);
+  ArenaStats const released = arena.stats();
+  CHECK(released.streams == 1);  // the default stream inherits
+  CHECK(released.bytes_live == 1024);
+  CHECK(released.bytes_cached == 0);  // the run was unmapped into the pool
+  CHECK(released.bytes_pooled == 2 * page);
+  check_adds_up(released);
+  CHECK_THROWS_WITH(arena.deallocate(handed, 1000, nullptr), ContainsSubstring("not the size that was allocated"));
+  arena.deallocate(handed, 900, nullptr);
+  CHECK(arena.stats().allocations.current == 0);
+  void* reused = arena.allocate(2 * page, s);  // the handle again: a new stream, nothing parked for it
+  arena.deallocate(reused, 2 * page, s);
+}
+
+TEST_CASE("a request that fits only once the fronts are drained succeeds", "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  ArenaOptions options = host_options();
+  options.large_page_bytes = 0;
+  options.byte_limit = 8 * page;  // room for exactly 8 pages
+  Arena arena(backend, options);
+  Stream const a = stream_no(1);
+  Stream const b = stream_no(2);
+  std::vector<void*> pages;
+  for (int i = 0; i < 8; ++i) pages.push_back(arena.allocate(page, a));
+  for (void* p : pages) arena.deallocate(p, page, a);  // all parked in a's front
+  void* all = arena.allocate(8 * page, b);
+  REQUIRE(all != nullptr);
+  ArenaStats const s = arena.stats();
+  CHECK(s.chunks_created == 8);
+  CHECK(s.bytes_physical.current == 8 * page);
+  CHECK(s.bytes_live == 8 * page);
+  check_adds_up(s);
+  arena.deallocate(all, 8 * page, b);
+}
+
+TEST_CASE("16 threads on their own streams, reusing from their fronts, keep their data and the statistics exact",
+          "[arena][fronts][threads]") {
+  HostBackend backend({.granularity = page, .physical_limit = 256 * MiB});
+  Arena arena(backend, host_options());
+  constexpr int threads = 16;
+  constexpr int rounds = 400;
+  std::vector<std::thread> running;
+  std::vector<int> wrong(threads, 0);
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] {
+      Stream const s = stream_no(t + 1);
+      std::uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(t + 1);
+      std::vector<std::pair<std::uint8_t*, std::size_t>> live(8, {nullptr, 0});
+      for (int i = 0; i < rounds; ++i) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        auto& [p, bytes] = live[static_cast<std::size_t>(i) % live.size()];
+        if (p != nullptr) {
+          for (std::size_t k = 0; k < bytes; k += 97) wrong[static_cast<std::size_t>(t)] += p[k] != static_cast<std::uint8_t>(t + k);
+          arena.deallocate(p, bytes, s);
+        }
+        bytes = 256 + x % (5 * page);  // slab blocks and runs of up to 5 pages
+        p = static_cast<std::uint8_t*>(arena.allocate(bytes, s));
+        for (std::size_t k = 0; k < bytes; k += 97) p[k] = static_cast<std::uint8_t>(t + k);
+        if (i % 50 == 0) check_adds_up(arena.stats());
+      }
+      for (auto& [p, bytes] : live) arena.deallocate(p, bytes, s);
+    });
+  }
+  for (auto& thread : running) thread.join();
+  for (int t = 0; t < threads; ++t) CHECK(wrong[static_cast<std::size_t>(t)] == 0);
+  ArenaStats const s = arena.stats();
+  CHECK(s.allocations.current == 0);
+  CHECK(s.allocations.total == threads * rounds);
+  CHECK(s.bytes_requested.current == 0);
+  CHECK(s.bytes_live == 0);
+  CHECK(s.bytes_pinned == 0);
+  check_adds_up(s);
+  arena.trim();
+  CHECK(arena.stats().bytes_physical.current == 0);
+  CHECK(backend.live_counts().chunks == 0);
+}
