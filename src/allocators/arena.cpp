@@ -130,7 +130,7 @@ constexpr std::size_t growth_room_bytes = 2 * GiB;
 /// from the front almost always.
 constexpr std::size_t stream_front_bytes = 64 * MiB;
 /// Largest allocation of whole small pages a front keeps (smaller ones from slabs always are).
-constexpr std::size_t front_run_bytes = 8 * MiB;
+constexpr std::size_t front_run_bytes = 0;
 
 /// An ArenaCounter that threads update without a lock: the cached path counts allocations in it.
 struct LiveCounter {

@@ -188,15 +188,20 @@ TEST_CASE("a request that fits only once the fronts are drained succeeds", "[are
   Arena arena(backend, options);
   Stream const a = stream_no(1);
   Stream const b = stream_no(2);
-  std::vector<void*> pages;
-  for (int i = 0; i < 8; ++i) pages.push_back(arena.allocate(page, a));
-  for (void* p : pages) arena.deallocate(p, page, a);  // all parked in a's front
-  void* all = arena.allocate(8 * page, b);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 16; ++i) blocks.push_back(arena.allocate(page / 2, a));  // 8 slab pages of 2 blocks
+  CHECK(arena.stats().chunks_created == 8);
+  for (void* p : blocks) arena.deallocate(p, page / 2, a);  // all parked in a's front
+  ArenaStats const parked = arena.stats();
+  CHECK(parked.bytes_cached == 8 * page);
+  CHECK(parked.bytes_live == 0);
+  void* all = arena.allocate(8 * page, b);  // only the parked slabs' pages can back it
   REQUIRE(all != nullptr);
   ArenaStats const s = arena.stats();
   CHECK(s.chunks_created == 8);
   CHECK(s.bytes_physical.current == 8 * page);
   CHECK(s.bytes_live == 8 * page);
+  CHECK(s.pages_moved == 8);
   check_adds_up(s);
   arena.deallocate(all, 8 * page, b);
 }
