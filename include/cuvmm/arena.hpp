@@ -23,7 +23,12 @@
 // A stream that freed memory into the arena must outlive that memory's reuse: call
 // release_stream(s) before destroying s.
 //
-// Thread-safe (one lock; the driver is called only when cached memory cannot serve a request).
+// Thread-safe. Each stream has a front: small blocks it freed, reused by its next requests of the
+// same size class under that front's own lock; everything else takes the arena's one lock (the
+// driver is called only when cached memory cannot serve a request). Threads on their own streams
+// thus share no lock on the cached path. What fronts hold counts as cached (ArenaStats), serves
+// only its stream, and is given back before any request would map pages anew, by trim() and by
+// release_stream().
 // Every operation costs O(log n) or amortized O(1) in the live allocations and streams, except
 // trim() and the reclaim a request makes when the device is out of memory (they visit everything).
 //

@@ -1,14 +1,29 @@
 // Arena: how it works (the contract is in include/cuvmm/arena.hpp).
 //
-// The Arena is three parts under one lock, plus the policy that joins them:
+// The Arena is three parts under one lock, a front per stream before them, and the policy that joins them:
 //  - PagePool (page_pool.hpp): the address range cut into slots of page_bytes, and every physical
 //    page, small (one slot) or large (L slots), mapped at a slot or pooled unmapped. Knows no streams.
 //  - StreamCaches (stream_caches.hpp): per stream, what it freed and may reuse at once: mapped free
 //    extents of small pages, whole freed large-layout spans, free blocks and open slabs per size
 //    class; with indexes that find another stream's memory without scanning streams.
 //  - Slabs (slabs.hpp): size classes and, per slab page, which blocks are live and at what size.
+//  - StreamFronts (stream_fronts.hpp): per stream, freed small blocks "parked" for that stream
+//    alone, each front under its own mutex. The cached path (a request whose size class the
+//    stream's front holds; a free of a block that front handed out) takes only that mutex, so
+//    threads on their own streams do not meet on the arena's lock. A parked block is still a live
+//    block in the books below, held by its front (`held`), so nothing else takes it; the front
+//    keeps at most stream_front_bytes. Everything parked is drained back, freed into the stream
+//    caches on the front's stream as if freed then, before a request would map pages anew (step
+//    3b: so parked memory never makes a request create or move pages, or fail), by trim(), and
+//    for one stream by release_stream(). A miss, and a free of a block that a front did not hand
+//    out, take the lock: such a free parks the block in its stream's front. Who may reuse what is
+//    unchanged: a front serves only the stream the blocks were freed on; drained, they follow
+//    the stream caches' rules.
 // This file keeps the lock, the statistics and the policy: the reclaim ladder (obtain_pages, one
-// line per attempt) and the small-block ladder (allocate_block).
+// line per attempt) and the small-block ladder (allocate_block). bytes_requested and allocations
+// are atomic counters, as the cached path counts without the lock; stats() locks every front, so
+// that it sees no cached-path operation half done, and counts parked blocks as freed ones (pinned
+// beside a live block, else their slab is cached).
 //
 // Every slot is in exactly one state: free (PagePool's free set); stale (a pooled page still
 // mapped there, PagePool's deferred unmap); reserved by a PagePool::Span during one request;
@@ -129,7 +144,12 @@ constexpr std::size_t growth_room_bytes = 2 * GiB;
 /// `bench_arena --benchmark_filter=threads/` (4 KiB to 4 MiB, 16 live per thread) to be served
 /// from the front almost always.
 constexpr std::size_t stream_front_bytes = 64 * MiB;
-/// Largest allocation of whole small pages a front keeps (smaller ones from slabs always are).
+/// Largest allocation of whole small pages a front keeps (blocks from slabs always are). 0: none.
+/// Runs of pages stay in the stream caches, where freed runs merge and serve any shorter request:
+/// parked in fronts (up to 8 MiB each, 64 MiB a stream), they lowered the utilization of cuvmm-plan's
+/// replays below `unit_arena_trace "[trace]"`'s bounds (host quick trace 0.648 against 0.651, host
+/// full 0.629 against 0.637, H200 quick 0.9379 against 0.938) and raised the full H200 trace's maps
+/// and unmaps by 0.4%.
 constexpr std::size_t front_run_bytes = 0;
 
 /// An ArenaCounter that threads update without a lock: the cached path counts allocations in it.
@@ -817,30 +837,37 @@ std::optional<std::size_t> Arena::State::checked_key(Address address, std::size_
 /// record (a free of a parked allocation is a second free), then parked in `stream`'s front.
 void Arena::State::free_held(Address address, std::size_t bytes, Stream stream) {
   StreamFront& owner = *held.find(address)->second;
-  // (Who a front serves changes only under `lock`, held here.) Made before the owner is locked:
-  // a front lock is never held while waiting for the registry's.
+  // (Who a front serves changes only under `lock`, held here.) One front lock at a time, and none
+  // while the registry's is taken (fronts.get), as everywhere: the registry's, then a front's.
   StreamFront& f = owner.serves(stream) ? owner : fronts.get(stream);
   caches.get(stream);  // registered, as for any free (a refused one changes nothing else either)
-  std::lock_guard const owner_held(owner.lock);
-  auto const handed = owner.handed.find(address);
-  if (handed == owner.handed.end()) {
-    throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(address) +
-                                                    " was not allocated by this arena or was freed twice");
+  std::size_t key = 0;
+  {
+    std::lock_guard const owner_held(owner.lock);
+    auto const handed = owner.handed.find(address);
+    if (handed == owner.handed.end()) {
+      throw_invalid_argument("Arena::deallocate", "pointer " + std::to_string(address) +
+                                                      " was not allocated by this arena or was freed twice");
+    }
+    if (handed->second.bytes != bytes) {
+      throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
+                                                      std::to_string(address) + " (" +
+                                                      std::to_string(handed->second.bytes) + ")");
+    }
+    key = handed->second.key;
+    if (&f == &owner) {
+      park(owner, address, key);
+      owner.handed.erase(handed);
+      return;
+    }
   }
-  if (handed->second.bytes != bytes) {
-    throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
-                                                    std::to_string(address) + " (" +
-                                                    std::to_string(handed->second.bytes) + ")");
-  }
-  std::size_t const key = handed->second.key;
-  if (&f == &owner) {
-    park(owner, address, key);
-  } else {
-    // Two front locks: safe, as only a holder of `lock` ever waits for a front while holding one.
+  {
     std::lock_guard const f_held(f.lock);
-    park(f, address, key);
+    park(f, address, key);  // (std::bad_alloc: still handed out by its owner, as before the call)
   }
-  owner.handed.erase(handed);
+  // Only a holder of `lock` takes a handed-out block from a front's books, so it is still there.
+  std::lock_guard const owner_held(owner.lock);
+  owner.handed.erase(address);
 }
 
 /// Parks `address` (key `key`, held by no front or handed by one) in `f` (locked), releasing
@@ -900,7 +927,7 @@ void Arena::State::retire_front(Stream stream) {
   StreamFront* const f = fronts.registered(stream);
   if (f == nullptr) return;
   drain(*f);
-  std::lock_guard const f_held(f->lock);
+  std::unique_lock f_held(f->lock);
   for (auto const& [address, handed] : f->handed) {
     if (auto const span = live_spans.find(address); span != live_spans.end()) {
       span->second.bytes = handed.bytes;
@@ -911,6 +938,7 @@ void Arena::State::retire_front(Stream stream) {
     held.erase(address);
   }
   f->handed.clear();
+  f_held.unlock();  // the registry's lock comes first
   fronts.retire(*f);
 }
 

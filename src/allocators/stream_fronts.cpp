@@ -61,6 +61,7 @@ StreamFront& StreamFronts::get(Stream stream) {
 
 void StreamFronts::retire(StreamFront& front) noexcept {
   std::lock_guard const held(registry_);
+  std::lock_guard const front_held(front.lock);
   by_stream_.erase(front.stream);
   front.active = false;
   spare_.push_back(&front);  // (capacity: spare_ was reserved for every front there is)

@@ -11,8 +11,9 @@
 //   with. A front is never destroyed before the Arena: a released one is emptied, marked inactive
 //   and reused for the next new stream, so a pointer to it stays valid; whoever locks it checks
 //   that it still serves the stream it looked for (serves()).
-// Locks: the Arena's lock, then the registry's, then a front's; the cached path takes only one
-//   front's (never another lock while holding it).
+// Locks: the Arena's lock, then the registry's, then a front's; never two fronts' at once but in
+//   stats() (in registration order, under the registry's); the cached path takes only one front's
+//   (never another lock while holding it).
 // Never does: touch the Arena's books, pages or stream caches (the Arena drains a front, under its
 //   own lock and the front's); decide what is eligible (the Arena gives keys).
 #pragma once
@@ -62,7 +63,7 @@ class StreamFronts {
   /// The front of `stream`, made (or a released one reused) if need be. Throws only
   /// std::bad_alloc, changing nothing. Call under the Arena's lock.
   StreamFront& get(Stream stream);
-  /// Unregisters `front` (emptied by the Arena, locked by the caller), keeping it for reuse.
+  /// Unregisters `front` (emptied by the Arena; not locked by the caller), keeping it for reuse.
   void retire(StreamFront& front) noexcept;
   /// Calls f(StreamFront&) for every active front, unlocked. Call under the Arena's lock.
   template <class F>
