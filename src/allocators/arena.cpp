@@ -152,23 +152,23 @@ constexpr std::size_t stream_front_bytes = 64 * MiB;
 /// and unmaps by 0.4%.
 constexpr std::size_t front_run_bytes = 0;
 
-/// An ArenaCounter that threads update without a lock: the cached path counts allocations in it.
+/// The current and peak of an ArenaCounter, which threads update without a lock (the cached path
+/// counts allocations in it); the total is kept apart, per front and under the arena's lock, as
+/// only the peak needs the sum at each moment.
 struct LiveCounter {
   std::atomic<std::size_t> current{0};
   std::atomic<std::size_t> peak{0};
-  std::atomic<std::size_t> total{0};
 
   void add(std::size_t n) noexcept {
     std::size_t const now = current.fetch_add(n, std::memory_order_relaxed) + n;
-    total.fetch_add(n, std::memory_order_relaxed);
     std::size_t seen = peak.load(std::memory_order_relaxed);
     while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
     }
   }
   void remove(std::size_t n) noexcept { current.fetch_sub(n, std::memory_order_relaxed); }
-  [[nodiscard]] ArenaCounter load() const noexcept {
-    return {current.load(std::memory_order_relaxed), peak.load(std::memory_order_relaxed),
-            total.load(std::memory_order_relaxed)};
+  /// With `total`, the sum of every increase.
+  [[nodiscard]] ArenaCounter load(std::size_t total) const noexcept {
+    return {current.load(std::memory_order_relaxed), peak.load(std::memory_order_relaxed), total};
   }
 };
 
@@ -275,6 +275,8 @@ struct Arena::State {
   std::unordered_map<Address, StreamFront*> held;    // allocations parked or handed out by a front, and which
   LiveCounter requested;                             // ArenaStats::bytes_requested
   LiveCounter allocated;                             // ArenaStats::allocations
+  std::size_t requested_total = 0;                   // bytes_requested.total but the fronts' (StreamFront::served_bytes)
+  std::size_t allocated_total = 0;                   // allocations.total but the fronts' (StreamFront::served)
 
   ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, reclaims
   mutable std::mutex lock;
@@ -938,6 +940,8 @@ void Arena::State::retire_front(Stream stream) {
     held.erase(address);
   }
   f->handed.clear();
+  requested_total += std::exchange(f->served_bytes, 0);  // stats() counts active fronts only
+  allocated_total += std::exchange(f->served, 0);
   f_held.unlock();  // the registry's lock comes first
   fronts.retire(*f);
 }
@@ -1036,9 +1040,19 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
         st.fronts.forget_last();
       } else if (auto& bin = f->parked[*key]; !bin.empty()) {
         Address const address = bin.back();
-        f->handed.emplace(address, StreamFront::Handed{bytes, *key});  // first: std::bad_alloc changes nothing
+        if (f->spare_nodes.empty()) {
+          f->handed.emplace(address, StreamFront::Handed{bytes, *key});  // first: std::bad_alloc changes nothing
+        } else {
+          auto node = std::move(f->spare_nodes.back());
+          f->spare_nodes.pop_back();
+          node.key() = address;
+          node.mapped() = StreamFront::Handed{bytes, *key};
+          f->handed.insert(std::move(node));  // (std::bad_alloc: a spare node fewer, nothing else changed)
+        }
         bin.pop_back();
         f->parked_bytes -= st.key_bytes(*key);
+        f->served_bytes += bytes;
+        ++f->served;
         st.requested.add(bytes);
         st.allocated.add(1);
         return reinterpret_cast<void*>(address);
@@ -1076,6 +1090,8 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
   }
   st.requested.add(bytes);
   st.allocated.add(1);
+  st.requested_total += bytes;
+  ++st.allocated_total;
   return reinterpret_cast<void*>(address);
 }
 
@@ -1102,7 +1118,8 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
       if (f->parked_bytes + key_bytes <= stream_front_bytes) {  // else the lock is needed to make room
         auto& bin = f->parked[key];
         bin.push_back(address);  // first: std::bad_alloc changes nothing
-        f->handed.erase(handed);
+        auto node = f->handed.extract(handed);
+        if (f->spare_nodes.size() < f->spare_nodes.capacity()) f->spare_nodes.push_back(std::move(node));
         f->parked_bytes += key_bytes;
         st.requested.remove(bytes);
         st.allocated.remove(1);
@@ -1171,8 +1188,12 @@ ArenaStats Arena::stats() const {
   std::size_t parked_block_bytes = 0;
   std::unordered_map<std::size_t, std::size_t> parked_blocks;  // slab slot → blocks parked there
   std::vector<std::unique_lock<std::mutex>> front_locks;
+  std::size_t requested_total = st.requested_total;
+  std::size_t allocated_total = st.allocated_total;
   st.fronts.for_each([&](StreamFront& f) {
     front_locks.emplace_back(f.lock);
+    requested_total += f.served_bytes;
+    allocated_total += f.served;
     for (std::size_t k = 0; k < f.parked.size(); ++k) {
       for (Address const a : f.parked[k]) {
         if (k >= st.slabs.class_count()) {
@@ -1187,8 +1208,8 @@ ArenaStats Arena::stats() const {
   });
   std::size_t parked_slabs = 0;  // slabs whose every live block is parked
   for (auto const& [slot, blocks] : parked_blocks) parked_slabs += blocks == st.slabs.in_use(slot) ? 1 : 0;
-  s.bytes_requested = st.requested.load();
-  s.allocations = st.allocated.load();
+  s.bytes_requested = st.requested.load(requested_total);
+  s.allocations = st.allocated.load(allocated_total);
   s.chunks_created = st.calls.calls(BackendOp::create_chunk);
   s.chunks_released = st.calls.calls(BackendOp::release_chunk);
   s.maps = st.calls.calls(BackendOp::map);

@@ -40,7 +40,10 @@ struct StreamFront {
   bool active = false;                               // false: released, waiting for reuse
   std::vector<std::vector<Address>> parked;          // per key: free allocations, reusable at once on `stream`
   std::unordered_map<Address, Handed> handed;        // live allocations served from `parked`
+  std::vector<std::unordered_map<Address, Handed>::node_type> spare_nodes;  // of `handed`, reused: no heap call per pair
   std::size_t parked_bytes = 0;                      // backing bytes of everything parked
+  std::size_t served = 0;                            // allocations served from `parked`, ever
+  std::size_t served_bytes = 0;                      // and the bytes they asked for
 
   /// Whether the front serves `s` now (to be asked under `lock`).
   [[nodiscard]] bool serves(Stream s) const noexcept { return active && stream == s; }

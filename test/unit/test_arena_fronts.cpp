@@ -173,6 +173,8 @@ TEST_CASE("release_stream drains the stream's front, and what the front handed o
   CHECK(released.bytes_cached == 0);  // the run was unmapped into the pool
   CHECK(released.bytes_pooled == 2 * page);
   check_adds_up(released);
+  CHECK(released.bytes_requested.total == 1000 + 2 * page + 900);  // the front's count kept
+  CHECK(released.allocations.total == 3);
   CHECK_THROWS_WITH(arena.deallocate(handed, 1000, nullptr), ContainsSubstring("not the size that was allocated"));
   arena.deallocate(handed, 900, nullptr);
   CHECK(arena.stats().allocations.current == 0);
