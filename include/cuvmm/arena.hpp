@@ -109,6 +109,13 @@ struct ArenaOptions {
   Compression compression = Compression::none;
   /// Who may access the memory. Empty: read-write for `device`.
   std::vector<AccessGrant> access{};
+  /// Largest allocation of whole small pages that a stream's front keeps for that stream's next
+  /// requests without the arena's lock (small blocks always are, up to 64 MiB a stream). Larger
+  /// fronts keep more threads off the arena's lock (`bench_arena --benchmark_filter=threads/`) but
+  /// park runs that would otherwise merge in the stream caches, which lowers utilization a little
+  /// on cuvmm-plan's traces: docs/DESIGN.md ("Arena: throughput under threads") shows both. Rounded
+  /// down to whole pages, and below a large page. 0 (the default): runs of pages are never parked.
+  std::size_t stream_cache_run_bytes = 0;
 };
 
 /// The name of the environment variable that cuvmm's PyTorch plug-ins read their arenas' options
@@ -117,7 +124,8 @@ inline constexpr const char* arena_conf_variable = "CUVMM_ARENA_CONF";
 
 /// `base` with the options that `text` sets: comma-separated `key:value` pairs whose keys are the
 /// fields of ArenaOptions that a text can set, e.g. "large_page_bytes:128MiB,byte_limit:64GiB".
-///  - sizes (address_space_bytes, page_bytes, large_page_bytes, max_lent_bytes, byte_limit): a whole number of
+///  - sizes (address_space_bytes, page_bytes, large_page_bytes, max_lent_bytes, byte_limit,
+///    stream_cache_run_bytes): a whole number of
 ///    bytes, or one followed by KiB, MiB, GiB or TiB;
 ///  - share_large_page_tails: true, false, 1 or 0;
 ///  - compression: none, preferred or required.

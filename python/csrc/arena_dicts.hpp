@@ -57,6 +57,7 @@ inline pybind11::dict arena_options_dict(const cuvmm::ArenaOptions& o) {
   d["share_large_page_tails"] = o.share_large_page_tails;
   d["byte_limit"] = o.byte_limit;
   d["compression"] = std::string(cuvmm::to_string(o.compression));
+  d["stream_cache_run_bytes"] = o.stream_cache_run_bytes;
   return d;
 }
 

@@ -144,13 +144,6 @@ constexpr std::size_t growth_room_bytes = 2 * GiB;
 /// `bench_arena --benchmark_filter=threads/` (4 KiB to 4 MiB, 16 live per thread) to be served
 /// from the front almost always.
 constexpr std::size_t stream_front_bytes = 64 * MiB;
-/// Largest allocation of whole small pages a front keeps (blocks from slabs always are). 0: none.
-/// Runs of pages stay in the stream caches, where freed runs merge and serve any shorter request:
-/// parked in fronts (up to 8 MiB each, 64 MiB a stream), they lowered the utilization of cuvmm-plan's
-/// replays below `unit_arena_trace "[trace]"`'s bounds (host quick trace 0.648 against 0.651, host
-/// full 0.629 against 0.637, H200 quick 0.9379 against 0.938) and raised the full H200 trace's maps
-/// and unmaps by 0.4%.
-constexpr std::size_t front_run_bytes = 0;
 
 /// The current and peak of an ArenaCounter, which threads update without a lock (the cached path
 /// counts allocations in it); the total is kept apart, per front and under the arena's lock, as
@@ -289,7 +282,8 @@ Arena::State::State(Backend& user_backend, ArenaOptions opts)
       pool(calls, pool_options(calls, options)),
       slabs(pool.page_bytes()),
       caches(*order, slabs.class_count(), pool.slots_per_large()),
-      front_pages(std::min(front_run_bytes / pool.page_bytes(), pool.large_page_bytes() != 0 ? pool.slots_per_large() - 1 : front_run_bytes)),
+      front_pages(std::min(options.stream_cache_run_bytes / pool.page_bytes(),
+                           pool.large_page_bytes() != 0 ? pool.slots_per_large() - 1 : options.stream_cache_run_bytes)),
       fronts(slabs.class_count() + front_pages) {
   set_current(counters.bytes_reserved, pool.range().size());
   std::size_t max_lent = options.max_lent_bytes;

@@ -74,9 +74,12 @@ TEST_CASE("a block freed on a stream is handed out again on that stream, with ex
   CHECK(arena.stats().allocations.current == 0);
 }
 
-TEST_CASE("a run of pages freed on a stream is handed out again where it lies, mapping nothing", "[arena][fronts]") {
+TEST_CASE("with stream_cache_run_bytes, a run of pages freed on a stream is parked and handed out again where it lies",
+          "[arena][fronts]") {
   HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
-  Arena arena(backend, host_options());
+  ArenaOptions options = host_options();
+  options.stream_cache_run_bytes = 4 * page;
+  Arena arena(backend, options);
   Stream const s = stream_no(1);
   void* p = arena.allocate(3 * page, s);
   arena.deallocate(p, 3 * page, s);
@@ -87,12 +90,18 @@ TEST_CASE("a run of pages freed on a stream is handed out again where it lies, m
   check_adds_up(parked);
   void* q = arena.allocate(2 * page + 1, s);
   CHECK(q == p);
+  void* other = arena.allocate(3 * page, stream_no(2));  // parked for s alone: drained, then after a wait
+  CHECK(other != p);
   ArenaStats const reused = arena.stats();
-  CHECK(reused.maps == parked.maps);
-  CHECK(reused.chunks_created == 3);
-  CHECK(reused.bytes_live == 3 * page);
+  CHECK(reused.maps == parked.maps + 3);  // the other stream's 3 pages only
+  CHECK(reused.chunks_created == 6);
+  CHECK(reused.bytes_live == 6 * page);
   CHECK(reused.bytes_cached == 0);
+  CHECK(reused.bytes_requested.current == 5 * page + 1);
   arena.deallocate(q, 2 * page + 1, s);
+  arena.deallocate(other, 3 * page, stream_no(2));
+  arena.deallocate(p = arena.allocate(5 * page, s), 5 * page, s);  // longer than the option: never parked
+  CHECK(arena.stats().bytes_cached == 8 * page);
 }
 
 TEST_CASE("memory a stream's front parks reaches another stream only through the stream caches' event wait",

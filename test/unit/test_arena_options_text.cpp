@@ -32,6 +32,7 @@ ArenaOptions unusual() {
   o.max_lent_bytes = 3 * GiB;
   o.byte_limit = 5 * GiB;
   o.compression = Compression::preferred;
+  o.stream_cache_run_bytes = 6 * MiB;
   return o;
 }
 
@@ -44,6 +45,7 @@ void check_same(const ArenaOptions& a, const ArenaOptions& b) {
   CHECK(a.max_lent_bytes == b.max_lent_bytes);
   CHECK(a.byte_limit == b.byte_limit);
   CHECK(a.compression == b.compression);
+  CHECK(a.stream_cache_run_bytes == b.stream_cache_run_bytes);
   CHECK(a.access.size() == b.access.size());
 }
 
@@ -67,7 +69,7 @@ TEST_CASE("an empty text changes nothing", "[arena][options_text]") {
 TEST_CASE("every key a text can set, with spaces and every unit", "[arena][options_text]") {
   ArenaOptions const o = parse_arena_options(
       " address_space_bytes : 3TiB, page_bytes:2MiB ,large_page_bytes:128MiB,byte_limit:1048576,"
-      "share_large_page_tails:true, compression: required, max_lent_bytes:96MiB",
+      "share_large_page_tails:true, compression: required, max_lent_bytes:96MiB, stream_cache_run_bytes: 8MiB",
       unusual());
   CHECK(o.address_space_bytes == std::size_t{3} << 40);
   CHECK(o.page_bytes == 2 * MiB);
@@ -76,6 +78,7 @@ TEST_CASE("every key a text can set, with spaces and every unit", "[arena][optio
   CHECK(o.share_large_page_tails);
   CHECK(o.max_lent_bytes == 96 * MiB);
   CHECK(o.compression == Compression::required);
+  CHECK(o.stream_cache_run_bytes == 8 * MiB);
   CHECK(o.device == 3);  // not settable by text: kept
   CHECK(parse_arena_options("byte_limit:5KiB").byte_limit == 5 * 1024);
   CHECK(parse_arena_options("byte_limit:9GiB").byte_limit == 9 * GiB);
@@ -109,7 +112,7 @@ TEST_CASE("sizes up to 64 bits are taken; one more is refused", "[arena][options
 TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][options_text]") {
   CHECK(refusal("large_page_bytes:64MiB,huge_pages:1") ==
         "'huge_pages:1' in \"large_page_bytes:64MiB,huge_pages:1\": no such key (address_space_bytes, page_bytes, "
-        "large_page_bytes, byte_limit, max_lent_bytes, share_large_page_tails, compression)");
+        "large_page_bytes, byte_limit, max_lent_bytes, share_large_page_tails, compression, stream_cache_run_bytes)");
   CHECK(refusal("byte_limit:1GiB, byte_limit:2GiB") ==
         "'byte_limit:2GiB' in \"byte_limit:1GiB, byte_limit:2GiB\": 'byte_limit' is given twice");
   CHECK(refusal("large_page_bytes=64MiB") == "'large_page_bytes=64MiB' in \"large_page_bytes=64MiB\": wants key:value");
@@ -119,7 +122,7 @@ TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][op
   CHECK(refusal("compression:generic") == "'compression:generic' in \"compression:generic\": wants none, preferred or required");
   CHECK(refusal("device:1") ==
         "'device:1' in \"device:1\": no such key (address_space_bytes, page_bytes, large_page_bytes, byte_limit, "
-        "max_lent_bytes, share_large_page_tails, compression)");
+        "max_lent_bytes, share_large_page_tails, compression, stream_cache_run_bytes)");
   // The caller's options are a copy: a refused text leaves them as they were.
   ArenaOptions kept = unusual();
   CHECK_THROWS_AS(kept = parse_arena_options("page_bytes:4MiB,bad", kept), Error);
