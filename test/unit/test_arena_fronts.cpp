@@ -11,6 +11,7 @@
 
 #include <cuvmm/arena.hpp>
 #include <cuvmm/error.hpp>
+#include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/host_backend.hpp>
 
 using namespace cuvmm;
@@ -215,6 +216,49 @@ TEST_CASE("a request that fits only once the fronts are drained succeeds", "[are
   CHECK(s.pages_moved == 8);
   check_adds_up(s);
   arena.deallocate(all, 8 * page, b);
+}
+
+TEST_CASE("a request that drains the fronts and meets a failing backend call loses nothing and keeps the stats exact",
+          "[arena][fronts][faults]") {
+  HostBackend host({.granularity = page, .physical_limit = 64 * MiB});
+  std::size_t failures = 0;
+  for (std::size_t k = 1;; ++k) {
+    INFO("failing backend call " << k);
+    bool fired = false;
+    {
+      FaultInjectingBackend faulty(host);
+      ArenaOptions options = host_options();
+      options.large_page_bytes = 0;
+      options.byte_limit = 8 * page;
+      Arena arena(faulty, options);
+      std::vector<void*> blocks;
+      for (int i = 0; i < 16; ++i) blocks.push_back(arena.allocate(page / 2, stream_no(1)));
+      for (void* p : blocks) arena.deallocate(p, page / 2, stream_no(1));  // parked
+      faulty.fail_nth(k, {}, k % 2 == 0 ? FaultInjectingBackend::Failure::out_of_memory
+                                         : FaultInjectingBackend::Failure::error);
+      void* all = nullptr;
+      try {
+        all = arena.allocate(8 * page, stream_no(2));
+      } catch (const std::exception&) {
+        REQUIRE(faulty.fired());
+        ++failures;
+      }
+      fired = faulty.fired();
+      faulty.disarm();
+      ArenaStats const s = arena.stats();
+      CHECK(s.allocations.current == (all != nullptr ? 1 : 0));
+      CHECK(s.bytes_requested.current == (all != nullptr ? 8 * page : 0));
+      CHECK(s.bytes_physical.current == host.live_counts().bytes_physical);
+      check_adds_up(s);
+      if (all == nullptr) all = arena.allocate(8 * page, stream_no(2));  // the device could serve it: it must succeed now
+      REQUIRE(all != nullptr);
+      arena.deallocate(all, 8 * page, stream_no(2));
+      arena.trim();
+      CHECK(host.live_counts().chunks == 0);
+    }
+    if (!fired) break;
+  }
+  CHECK(failures > 0);
 }
 
 TEST_CASE("16 threads on their own streams, reusing from their fronts, keep their data and the statistics exact",
