@@ -184,7 +184,8 @@ struct ArenaStats {
   /// pages): mapped, served to small-page requests, not given back while the large page is used.
   /// Bounded as ArenaOptions::max_lent_bytes says.
   std::size_t bytes_lent = 0;
-  /// Mapped and free, given back on demand: cached runs of pages and slab pages with no live block.
+  /// Mapped and free, given back on demand: cached runs of pages and slab pages with no live block
+  /// (blocks and runs that streams' fronts keep count as freed ones: here, or pinned beside a live block).
   std::size_t bytes_cached = 0;
   /// Unmapped pages kept for reuse, given back on demand (trim(), or when the device is full).
   std::size_t bytes_pooled = 0;
