@@ -26,6 +26,9 @@ page_bytes, large_page_bytes, byte_limit: bytes or with KiB/MiB/GiB/TiB; share_l
 true/false; compression: none/preferred/required), as PYTORCH_CUDA_ALLOC_CONF is for PyTorch's
 allocator. E.g. CUVMM_ARENA_CONF=large_page_bytes:128MiB trades memory for speed (fewer, larger pages
 to map). arena_options() shows what they give.
+
+GrowableTensor (growable.py) is a tensor that grows along its first dimension in place, for key/value
+caches and other buffers that grow: its data_ptr() never changes, growth copies nothing.
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ if (str(torch.__version__), torch.version.cuda) != (_build_info.TORCH_VERSION, _
         "pip install --no-build-isolation ./python, from a cuvmm checkout")
 
 from . import _C
+from .growable import GrowableTensor
 
 try:  # built only against a CUDA build of torch
     from . import _allocator
@@ -53,7 +57,7 @@ except ImportError as _error:
 else:
     _allocator_missing = ""
 
-__all__ = ["arena_options", "enable", "is_enabled", "stats", "status", "trim"]
+__all__ = ["GrowableTensor", "arena_options", "enable", "is_enabled", "stats", "status", "trim"]
 
 ENABLE_VARIABLE = "CUVMM_TORCH_ENABLE"
 _enabled = False

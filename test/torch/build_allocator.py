@@ -43,7 +43,7 @@ common = dict(
     extra_ldflags=[f"-L{libdir}", "-lcuvmm", "-Wl,-rpath,'$$ORIGIN'", "-Wl,--enable-new-dtags"],
     verbose=os.environ.get("VERBOSE") == "1",
 )
-modules = [("_C", [os.path.join(root, "python", "csrc", "allocator.cpp")], False)]
+modules = [("_C", sorted(glob.glob(os.path.join(root, "python", "csrc", "*.cpp"))), False)]
 if torch.version.cuda is not None:
     modules.append(("_allocator", sorted(glob.glob(os.path.join(root, "python", "csrc", "allocator", "*.cpp"))), True))
 for name, sources, with_cuda in modules:
