@@ -212,6 +212,32 @@ class GrowableRows {
   }
   void record_stream(std::uintptr_t stream) { memory_->record_stream(to_stream(stream)); }
 
+  /// Appends `rows` (shape (k, *row_shape), this dtype, any device), copied with Tensor::copy_ on
+  /// PyTorch's current stream (`stream` is that stream, recorded). Strong guarantee: on any error
+  /// (a wrong dtype or shape, growth, the copy) the size is as before.
+  void append(const at::Tensor& rows, std::uintptr_t stream) {
+    if (rows.scalar_type() != dtype_) {
+      throw c10::TypeError(here("GrowableRows", __LINE__),
+                           std::string("cuvmm_torch.GrowableTensor.append: rows have dtype ") + dtype_name(rows.scalar_type()) +
+                               ", the tensor " + dtype_name(dtype_));
+    }
+    auto const shape = rows.sizes();
+    if (shape.size() != row_shape_.size() + 1 || !std::equal(row_shape_.begin(), row_shape_.end(), shape.begin() + 1)) {
+      throw c10::ValueError(here("GrowableRows", __LINE__), "cuvmm_torch.GrowableTensor.append: rows must have shape (k,) + " +
+                                                                shape_text(row_shape_) + ", got " + shape_text(shape));
+    }
+    std::size_t const k = static_cast<std::size_t>(shape[0]);
+    if (k == 0) return;
+    std::size_t const old = size_;
+    resize(checked_sum(old, k), stream);
+    try {
+      view(old, old + k, stream).copy_(rows);
+    } catch (...) {
+      size_ = old;  // within capacity: nothing to unmap
+      throw;
+    }
+  }
+
   /// Rows [begin, end) as a tensor of shape (end - begin, *row_shape); end <= size().
   at::Tensor view(std::size_t begin, std::size_t end, std::uintptr_t stream) {
     if (begin > end || end > size_) {
@@ -261,6 +287,16 @@ class GrowableRows {
   void settle() { memory_->storage().settle_step_ahead(); }
 
  private:
+  static std::string dtype_name(at::ScalarType t) { return c10::toString(t); }
+  static std::string shape_text(c10::IntArrayRef shape) {
+    std::string text = "(";
+    for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+    return text + (shape.size() == 1 ? ",)" : ")");
+  }
+  static std::size_t checked_sum(std::size_t a, std::size_t b) {
+    if (a > std::numeric_limits<std::size_t>::max() - b) value_error(__LINE__, "the row count overflows");
+    return a + b;
+  }
   static cuvmm::Stream to_stream(std::uintptr_t stream) noexcept { return reinterpret_cast<cuvmm::Stream>(stream); }
   static std::size_t checked_product(std::size_t a, std::size_t b, const char* what) {
     if (b != 0 && a > std::numeric_limits<std::size_t>::max() / b) {
@@ -334,6 +370,14 @@ void bind_growable_rows(py::module_& m) {
           [](GrowableRows& self, std::size_t rows, std::uintptr_t stream) {
             HANDLE_TH_ERRORS
             translated(self, [&] { self.resize(rows, stream); });
+            END_HANDLE_TH_ERRORS_PYBIND
+          },
+          py::arg("rows"), py::arg("stream"))
+      .def(
+          "append",
+          [](GrowableRows& self, const at::Tensor& rows, std::uintptr_t stream) {
+            HANDLE_TH_ERRORS
+            translated(self, [&] { self.append(rows, stream); });
             END_HANDLE_TH_ERRORS_PYBIND
           },
           py::arg("rows"), py::arg("stream"))

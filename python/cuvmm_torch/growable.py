@@ -70,8 +70,8 @@ class GrowableTensor:
         self._device = _device_of(device)
         self._row_shape = row_shape
         self._dtype = dtype
-        index = -1 if self._device.type == "cpu" else self._device.index
-        self._rows = _C.GrowableRows(dtype, list(row_shape), index, max_rows, growth, _MAP_AHEAD[map_ahead],
+        self._index = -1 if self._device.type == "cpu" else self._device.index
+        self._rows = _C.GrowableRows(dtype, list(row_shape), self._index, max_rows, growth, _MAP_AHEAD[map_ahead],
                                      _host_memory_limit)
 
     # --- what it is ---------------------------------------------------------------------------
@@ -157,22 +157,9 @@ class GrowableTensor:
         copied on the current stream. On any error nothing changed."""
         if not isinstance(rows, torch.Tensor):
             raise TypeError(f"GrowableTensor.append: rows must be a torch.Tensor, got {type(rows).__name__}")
-        if rows.dtype != self._dtype:
+        if rows.dtype != self._dtype:  # here for Python's dtype names; the C++ side checks again
             raise TypeError(f"GrowableTensor.append: rows have dtype {rows.dtype}, the tensor {self._dtype}")
-        if rows.dim() != 1 + len(self._row_shape) or tuple(rows.shape[1:]) != self._row_shape:
-            raise ValueError(f"GrowableTensor.append: rows must have shape (k,) + {self._row_shape}, "
-                             f"got {tuple(rows.shape)}")
-        k = rows.shape[0]
-        if k == 0:
-            return
-        old = self._rows.size
-        stream = self._stream()
-        self._rows.resize(old + k, stream)
-        try:
-            self._rows.view(old, old + k, stream).copy_(rows)
-        except BaseException:
-            self._rows.resize(old, stream)  # within capacity: maps nothing, cannot fail
-            raise
+        self._rows.append(rows, self._stream())  # checks the shape, copies, rolls back on error
 
     def resize_(self, rows: int) -> GrowableTensor:
         """Makes the tensor `rows` long; new rows are uninitialized, memory stays mapped when it shrinks."""
@@ -200,7 +187,7 @@ class GrowableTensor:
     def _stream(self) -> int:
         if self._device.type == "cpu":
             return 0
-        return torch.cuda.current_stream(self._device).cuda_stream
+        return torch._C._cuda_getCurrentRawStream(self._index)
 
 
 def _count(rows, what: str) -> int:
