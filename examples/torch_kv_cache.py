@@ -42,7 +42,9 @@ with torch.cuda.stream(side):
     attend(q, prefix_k, prefix_v)  # warm-up before capture
 torch.cuda.current_stream().wait_stream(side)
 graph = torch.cuda.CUDAGraph()
-with torch.cuda.graph(graph):
+# thread_local: cuvmm's mapping thread may be mapping the caches' next step meanwhile; a global-mode
+# capture would refuse driver calls from every thread.
+with torch.cuda.graph(graph, capture_error_mode="thread_local"):
     captured = attend(q, prefix_k, prefix_v)
 keys.append(torch.randn(9000, heads, head_dim, dtype=torch.bfloat16, device=dev))
 values.append(torch.randn(9000, heads, head_dim, dtype=torch.bfloat16, device=dev))
