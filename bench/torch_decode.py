@@ -168,6 +168,7 @@ def graph_step(torch, F, model: Model, caches: Caches, x, position, rows: int, v
 def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype) -> dict:
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
+    base_reserved = torch.cuda.memory_reserved()
     torch.cuda.reset_peak_memory_stats()
     max_len = args.max_len
     caches = Caches(torch, kind, model, args.batch, max_len, dtype, dev)
@@ -225,6 +226,7 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype) 
         "tokens_per_second": args.batch * args.new_tokens / seconds,
         "peak_bytes": peak, "growable_mapped_bytes": held,
         "torch_peak_allocated_bytes": torch.cuda.max_memory_allocated() - base,
+        "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved() - base_reserved,
         "tokens_held_bytes": 2 * model.layers * args.batch * length * row_bytes,
         "checksum": float(x.float().sum().item()),
     }
