@@ -10,7 +10,7 @@ Each variant (cache kind, graphs or not) runs in a fresh process: a warm-up run,
 runs, each with fresh caches holding a prompt of --prompt tokens per sequence, then --new-tokens
 decode steps; tokens/s = batch * new tokens / the time of the decode steps (CUDA graph captures
 included, and also reported apart). Peak memory is what the run held beyond what was live before its
-caches were made: PyTorch's peak (torch.cuda.max_memory_allocated(): the preallocated and torch.cat
+caches were made (the model and the prompt's keys and values): PyTorch's peak (torch.cuda.max_memory_allocated(): the preallocated and torch.cat
 caches, activations, graph pools) plus, for GrowableTensor caches, the bytes cuvmm mapped for them
 (which PyTorch's allocator does not see). It is compared with the bytes of the keys and values held at
 the end.
@@ -166,15 +166,15 @@ def graph_step(torch, F, model: Model, caches: Caches, x, position, rows: int, v
 
 
 def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype) -> dict:
+    g = torch.Generator(device=dev).manual_seed(1)
+    prompt_k = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
+    prompt_v = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
     torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
+    base = torch.cuda.memory_allocated()  # the model and the prompt: not the caches' memory
     base_reserved = torch.cuda.memory_reserved()
     torch.cuda.reset_peak_memory_stats()
     max_len = args.max_len
     caches = Caches(torch, kind, model, args.batch, max_len, dtype, dev)
-    g = torch.Generator(device=dev).manual_seed(1)
-    prompt_k = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
-    prompt_v = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
     caches.fill_prompt(prompt_k, prompt_v)
     del prompt_k, prompt_v
     x = torch.randn(args.batch, model.d, generator=g, device=dev, dtype=dtype)
