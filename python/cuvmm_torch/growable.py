@@ -37,8 +37,9 @@ class GrowableTensor:
     """A tensor of rows of shape `row_shape` and type `dtype` that grows in place.
 
     device: "cuda" (the current device), "cuda:N", an index, or "cpu" (host memory through cuvmm's
-    host backend: CPU tensors, for machines without a GPU). max_rows: the most rows it may ever hold
-    (its address range; 0 or None: as large as the device's memory, see cuvmm's GrowableOptions).
+    host backend: CPU tensors, for machines without a GPU). max_rows: the most rows it must be able to
+    hold (its address range, rounded up to whole granules: the max_rows property says how many fit;
+    0 or None: as large as the device's memory, see cuvmm's GrowableOptions).
     growth: "fast" (std::vector-like below a few hundred MiB, then chunks that hide their mapping
     behind the GPU's work) or "compact" (1/16 of the size each step: least slack). map_ahead: None
     (cuvmm's default: on for CUDA under "fast"), True or False: whether the next growth step is
