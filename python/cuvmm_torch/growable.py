@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import torch
+import torch.utils._pytree
 
 from . import _C
 
@@ -139,6 +140,16 @@ class GrowableTensor:
 
     def __getitem__(self, index):
         return self.view()[index]
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch functions take a GrowableTensor as its current view: torch.sum(t), torch.cat([t, u])."""
+        def as_view(a):
+            return a.view() if isinstance(a, GrowableTensor) else a
+
+        args = torch.utils._pytree.tree_map(as_view, args)
+        kwargs = torch.utils._pytree.tree_map(as_view, kwargs or {})
+        return func(*args, **kwargs)
 
     def __repr__(self) -> str:
         return (f"GrowableTensor(shape={tuple(self.shape)}, dtype={self._dtype}, device={self._device}, "

@@ -358,6 +358,14 @@ class GrowableTensorTest(unittest.TestCase):
         g.append(g.view(0, 2))  # its own rows: the memory does not move under the copy
         self.assertEqual(g.tensor[:, 0].tolist(), [1.0, 20.0, 3.0, 1.0, 20.0])
 
+    def test_torch_functions_take_the_growable_tensor_as_its_view(self):
+        g = host_growable()
+        g.append(rows_of(1, 2))
+        self.assertEqual(torch.sum(g).item(), 3 * ROW[0])
+        both = torch.cat([g, rows_of(3, 1)])
+        self.assert_rows(both, 1, 3)
+        self.assertEqual(torch.nn.functional.relu(g).shape, g.shape)
+
     def test_a_view_keeps_its_memory_after_the_tensor_is_gone(self):
         g = host_growable()
         g.append(rows_of(0, 4))
