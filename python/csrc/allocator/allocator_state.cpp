@@ -538,26 +538,29 @@ DeviceStats DeviceState::stats() {
   return stats_;
 }
 
+namespace {
+
+/// Calls `reset` on every counted statistic of `stats` (the per-pool arrays and the oversize pair).
+template <typename Reset>
+void for_each_stat(DeviceStats& stats, Reset reset) {
+  for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split, &stats.allocated_bytes,
+                      &stats.reserved_bytes, &stats.active_bytes, &stats.inactive_split_bytes, &stats.requested_bytes}) {
+    for (Stat& s : *array) reset(s);
+  }
+  reset(stats.oversize_allocations);
+  reset(stats.oversize_segments);
+}
+
+}  // namespace
+
 void DeviceState::reset_peaks() {
   sample_arena();
-  for (auto* array : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-                      &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-                      &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
-    for (Stat& s : *array) s.reset_peak();
-  }
-  stats_.oversize_allocations.reset_peak();
-  stats_.oversize_segments.reset_peak();
+  for_each_stat(stats_, [](Stat& s) { s.reset_peak(); });
 }
 
 void DeviceState::reset_accumulated() {
   sample_arena();
-  for (auto* array : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-                      &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-                      &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
-    for (Stat& s : *array) s.reset_accumulated();
-  }
-  stats_.oversize_allocations.reset_accumulated();
-  stats_.oversize_segments.reset_accumulated();
+  for_each_stat(stats_, [](Stat& s) { s.reset_accumulated(); });
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
   stats_.num_sync_all_streams = 0;
