@@ -310,8 +310,9 @@ def main() -> int:
         json.dump(report, f, indent=1)
     for s in report["summary"]:
         ratio = s["tokens_per_second_over_preallocated"]
+        ratio = "-" if ratio is None else f"{ratio:.3f}"
         print(f"{s['kind']:>13}{' +graphs' if s['graphs'] else '        '}  {s['tokens_per_second']:10.1f} tokens/s"
-              f"  x{ratio:.3f} of preallocated  peak/held {s['peak_over_tokens_held']:.3f}"
+              f"  x{ratio} of preallocated  peak/held {s['peak_over_tokens_held']:.3f}"
               f"  checksum {s['checksum']:.6g}")
     return 0 if all("error" not in v for v in report["variants"]) else 1
 
