@@ -11,11 +11,12 @@ expecttest that the machine lacks) go on the tests' PYTHONPATH.
    those that a line of the selection file (pytorch_suite_selection.txt) matches are kept. A line
    "serial: REGEX" marks tests that must have the GPU alone (PyTorch marks them @serialTest too:
    their marks are read as well).
-2. For each mode, the selected tests run in child processes of WORKERS at once, a chunk of tests per
-   process, then the serial ones one process at a time. Each child writes a line when a test starts
-   and one when it ends, so a process that dies (a signal, an abort) or hangs past TIMEOUT seconds in
-   one test costs that chunk: every test of it that had not ended is run again, each in a process of
-   its own, and the result of that run is the test's result ("crash" or "timeout" when it died again).
+2. The selected tests run in child processes, WORKERS at once, a chunk of tests per process (the
+   chunks of both modes side by side), then each mode's serial tests in one process with the GPU to
+   itself. Each child writes a line when a test starts and one when it ends, so a process that dies
+   (a signal, an abort) or hangs past TIMEOUT seconds in one test costs that chunk: every test of it
+   that had not ended is run again, each in a process of its own, and the result of that run is the
+   test's result ("crash" or "timeout" when it died again).
    Mode "torch" is PyTorch's own allocator; mode "cuvmm" sets CUVMM_TORCH_ENABLE=1 and puts
    pytorch_suite_site/ on PYTHONPATH, whose sitecustomize makes cuvmm_torch PyTorch's allocator in
    every Python process before anything else (the tests' own child processes too), or ends the
@@ -234,6 +235,26 @@ def list_tests(args) -> list[dict]:
     return json.loads(proc.stdout)
 
 
+def preflight(args) -> bool:
+    """Whether a process of the cuvmm mode has cuvmm_torch as PyTorch's allocator and can allocate
+    through it; its status (python -m cuvmm_torch) goes to OUT_DIR/cuvmm_torch-status.json."""
+    script = ("import json, cuvmm_torch, torch\n"
+              "assert cuvmm_torch.is_enabled(), 'cuvmm_torch is not enabled'\n"
+              "if torch.cuda.is_available():\n"
+              "    x = torch.full((1 << 20,), 7, dtype=torch.int32, device='cuda')\n"
+              "    assert int(x.sum()) == 7 << 20, 'a tensor allocated through cuvmm reads back wrong'\n"
+              "print(json.dumps(cuvmm_torch.status(), indent=1, sort_keys=True, default=str))\n")
+    proc = subprocess.run([sys.executable, "-c", script], env=mode_environment("cuvmm", args.test_file),
+                          capture_output=True, text=True, timeout=300)
+    with open(os.path.join(args.out, "cuvmm_torch-status.json"), "w", encoding="utf-8") as f:
+        f.write(proc.stdout)
+    if proc.returncode != 0:
+        print(f"pytorch_suite: cuvmm_torch cannot be made PyTorch's allocator (exit {proc.returncode}):\n"
+              f"{proc.stderr[-4000:]}", file=sys.stderr)
+        return False
+    return True
+
+
 class Chunk:
     """Runs some tests in one child process, watching its progress lines."""
 
@@ -294,39 +315,45 @@ def _tail(path: str, lines: int = 30) -> str:
         return "".join(f.readlines()[-lines:])
 
 
-def run_mode(mode: str, tests: list[dict], args) -> dict:
-    os.makedirs(os.path.join(args.out, "logs", mode), exist_ok=True)
+def run_all(modes: list[str], tests: list[dict], args) -> dict:
+    """Every selected test in every mode: {mode: {test id: result}}.
+
+    1. the parallel tests of all modes, a chunk per process, WORKERS processes at once;
+    2. the serial tests, mode after mode, each mode's in one process with the GPU to itself;
+    3. every test whose process died (or hung) before the test ended, again alone in a process of
+       its own (the serial ones one at a time): that run gives its result."""
     parallel = [t["id"] for t in tests if not t["serial"]]
     serial = [t["id"] for t in tests if t["serial"]]
-    chunks = [parallel[i:i + args.chunk] for i in range(0, len(parallel), args.chunk)]
-    results: dict = {}
+    results: dict = {mode: {} for mode in modes}
     counter = iter(range(1, 1 << 30))
+    for mode in modes:
+        os.makedirs(os.path.join(args.out, "logs", mode), exist_ok=True)
 
-    def run_chunks(chunk_ids, workers):
-        jobs = [Chunk(ids, mode, args, f"chunk{next(counter):03d}") for ids in chunk_ids]
+    def run_chunks(jobs, workers):
+        chunks = [Chunk(ids, mode, args, f"chunk{next(counter):03d}") for mode, ids in jobs]
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(Chunk.run, jobs))
+            return list(zip((mode for mode, _ in jobs), pool.map(Chunk.run, chunks)))
 
-    def settle(chunk_results):
+    def settle(chunk_results, final=False):
         again = []
-        for chunk in chunk_results:
+        for mode, chunk in chunk_results:
             for test_id, result in chunk.items():
-                if result["outcome"] in (CRASH, TIMEOUT, "not run"):
-                    again.append(test_id)  # a crash may be an earlier test's doing: alone, once more
+                if not final and result["outcome"] in (CRASH, TIMEOUT, "not run"):
+                    again.append((mode, test_id))  # a crash may be an earlier test's doing: alone, once more
                 else:
-                    results[test_id] = result
+                    results[mode][test_id] = result
+                    if final:
+                        result["isolated"] = True
         return again
 
-    again = settle(run_chunks(chunks, args.workers))
-    again += serial
-    for chunk in run_chunks([[i] for i in again if i not in serial], args.workers):
-        results.update(chunk)
-    for chunk in run_chunks([[i] for i in serial], 1):
-        results.update(chunk)
-    for test_id in again:
-        if test_id not in serial:
-            results[test_id]["isolated"] = True
-    return {t["id"]: results[t["id"]] for t in tests}
+    again = settle(run_chunks([(mode, parallel[i:i + args.chunk]) for mode in modes
+                               for i in range(0, len(parallel), args.chunk)], args.workers))
+    if serial:
+        for mode in modes:
+            again += settle(run_chunks([(mode, serial)], 1))
+    settle(run_chunks([(mode, [i]) for mode, i in again if i not in serial], args.workers), final=True)
+    settle(run_chunks([(mode, [i]) for mode, i in again if i in serial], 1), final=True)
+    return {mode: {t["id"]: results[mode][t["id"]] for t in tests} for mode in modes}
 
 
 def write_junit(path: str, mode: str, results: dict) -> None:
@@ -420,9 +447,9 @@ def main(argv=None) -> int:
     parser.add_argument("out")
     parser.add_argument("--selection", default=DEFAULT_SELECTION)
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--chunk", type=int, default=4, help="tests per child process")
-    parser.add_argument("--timeout", type=float, default=120, help="seconds one test may run")
+    parser.add_argument("--workers", type=int, default=10)
+    parser.add_argument("--chunk", type=int, default=6, help="tests per child process")
+    parser.add_argument("--timeout", type=float, default=90, help="seconds one test may run")
     parser.add_argument("--import-timeout", type=float, default=120,
                         help="seconds a child may take to import torch and the test file")
     args = parser.parse_args(argv)
@@ -443,18 +470,19 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out, "selected.json"), "w", encoding="utf-8") as f:
         json.dump(tests, f, indent=1)
 
-    results = {}
+    if "cuvmm" in modes and not preflight(args):
+        return 2
+    run_start = time.monotonic()
+    results = run_all(modes, tests, args)
     for mode in modes:
-        mode_start = time.monotonic()
-        results[mode] = run_mode(mode, tests, args)
         with open(os.path.join(args.out, f"{mode}.json"), "w", encoding="utf-8") as f:
             json.dump(results[mode], f, indent=1)
         write_junit(os.path.join(args.out, f"{mode}.junit.xml"), mode, results[mode])
         counts = {}
         for r in results[mode].values():
             counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
-        print(f"pytorch_suite: {mode}: {json.dumps(counts, sort_keys=True)} "
-              f"({time.monotonic() - mode_start:.0f} s)", flush=True)
+        print(f"pytorch_suite: {mode}: {json.dumps(counts, sort_keys=True)}", flush=True)
+    print(f"pytorch_suite: both modes ran in {time.monotonic() - run_start:.0f} s", flush=True)
 
     if set(MODES) - set(results):
         return 0
