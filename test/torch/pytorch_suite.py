@@ -238,8 +238,9 @@ def list_tests(args) -> list[dict]:
 def preflight(args) -> bool:
     """Whether a process of the cuvmm mode has cuvmm_torch as PyTorch's allocator and can allocate
     through it; its status (python -m cuvmm_torch) goes to OUT_DIR/cuvmm_torch-status.json."""
-    script = ("import json, cuvmm_torch, torch\n"
+    script = ("import json, cuvmm_torch\n"
               "assert cuvmm_torch.is_enabled(), 'cuvmm_torch is not enabled'\n"
+              "import torch\n"
               "if torch.cuda.is_available():\n"
               "    x = torch.full((1 << 20,), 7, dtype=torch.int32, device='cuda')\n"
               "    assert int(x.sum()) == 7 << 20, 'a tensor allocated through cuvmm reads back wrong'\n"

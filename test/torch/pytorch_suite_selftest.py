@@ -18,7 +18,7 @@ FAKE = os.path.join(HERE, "pytorch_suite_fake")
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ, PYTHONPATH=FAKE, PYTORCH_SUITE_FAKE="1")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([FAKE, os.path.join(FAKE, "no_torch")]), PYTORCH_SUITE_FAKE="1")
         env.pop("CUVMM_TORCH_ENABLE", None)
         proc = subprocess.run(
             [sys.executable, os.path.join(HERE, "pytorch_suite.py"), os.path.join(FAKE, "test_fake_allocator.py"),
@@ -74,8 +74,24 @@ def main() -> int:
         suite = ET.parse(os.path.join(out, "cuvmm.junit.xml")).getroot()
         check((suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("9", "1", "3", "1"),
               f"junit counts {suite.attrib}")
-        print("pytorch_suite_selftest:", "all checks passed" if not failures else f"{len(failures)} checks failed")
-        return 1 if failures else 0
+        status_file = os.path.join(out, "cuvmm_torch-status.json")
+        status = json.load(open(status_file)) if os.path.exists(status_file) else None
+        check(status == {"enabled": True, "stand_in": True}, f"cuvmm_torch's status is kept: {status}")
+
+    # A cuvmm_torch that cannot be enabled stops the run before any test, instead of letting the
+    # tests run on PyTorch's allocator under cuvmm's name.
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([FAKE, os.path.join(FAKE, "no_torch")]),
+                   PYTORCH_SUITE_FAKE="1", PYTORCH_SUITE_FAKE_BROKEN="1")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(HERE, "pytorch_suite.py"), os.path.join(FAKE, "test_fake_allocator.py"),
+             out, "--selection", os.path.join(FAKE, "selection.txt")], env=env, capture_output=True, text=True,
+            timeout=300)
+        check(proc.returncode == 2 and "cannot be made PyTorch's allocator" in proc.stderr
+              and not os.path.exists(os.path.join(out, "cuvmm.json")),
+              f"a cuvmm_torch that cannot be enabled stops the run (exit {proc.returncode}: {proc.stderr[-300:]})")
+    print("pytorch_suite_selftest:", "all checks passed" if not failures else f"{len(failures)} checks failed")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
