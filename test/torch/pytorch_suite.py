@@ -14,9 +14,9 @@ expecttest that the machine lacks) go on the tests' PYTHONPATH.
 2. The selected tests run in child processes, WORKERS at once, a chunk of tests per process (the
    chunks of both modes side by side), then each mode's serial tests in one process with the GPU to
    itself. Each child writes a line when a test starts and one when it ends, so a process that dies
-   (a signal, an abort) or hangs past TIMEOUT seconds in one test costs that chunk: every test of it
-   that had not ended is run again, each in a process of its own, and the result of that run is the
-   test's result ("crash" or "timeout" when it died again).
+   (a signal, an abort) or hangs past TIMEOUT seconds costs only the test it was running: that test
+   runs again alone in a process of its own, whose result is the test's ("crash" or "timeout" when
+   it dies again), and the tests of the chunk that had not started run on in a new process.
    Mode "torch" is PyTorch's own allocator; mode "cuvmm" sets CUVMM_TORCH_ENABLE=1 and puts
    pytorch_suite_site/ on PYTHONPATH, whose sitecustomize makes cuvmm_torch PyTorch's allocator in
    every Python process before anything else (the tests' own child processes too), or ends the
@@ -320,9 +320,10 @@ def run_all(modes: list[str], tests: list[dict], args) -> dict:
     """Every selected test in every mode: {mode: {test id: result}}.
 
     1. the parallel tests of all modes, a chunk per process, WORKERS processes at once;
-    2. the serial tests, mode after mode, each mode's in one process with the GPU to itself;
-    3. every test whose process died (or hung) before the test ended, again alone in a process of
-       its own (the serial ones one at a time): that run gives its result."""
+    2. the serial tests, mode after mode, each mode's in one process with the GPU to itself.
+    When a process dies (or hangs) in a test, that test runs again alone in a process of its own,
+    whose result is the test's ("isolated"): the crash may have been an earlier test's doing. The
+    tests of the chunk that had not started yet run on in a new process ("after_crash")."""
     parallel = [t["id"] for t in tests if not t["serial"]]
     serial = [t["id"] for t in tests if t["serial"]]
     results: dict = {mode: {} for mode in modes}
@@ -330,30 +331,32 @@ def run_all(modes: list[str], tests: list[dict], args) -> dict:
     for mode in modes:
         os.makedirs(os.path.join(args.out, "logs", mode), exist_ok=True)
 
-    def run_chunks(jobs, workers):
-        chunks = [Chunk(ids, mode, args, f"chunk{next(counter):03d}") for mode, ids in jobs]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(zip((mode for mode, _ in jobs), pool.map(Chunk.run, chunks)))
+    def run_queue(jobs, workers):
+        """Runs jobs (mode, test ids, why) until every test has a result; `why` is "" for a first
+        run, "isolated" or "after_crash" for a run a crash made."""
+        while jobs:
+            chunks = [Chunk(ids, mode, args, f"chunk{next(counter):03d}") for mode, ids, _ in jobs]
+            with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+                outputs = list(pool.map(Chunk.run, chunks))
+            next_jobs = []
+            for (mode, ids, why), chunk in zip(jobs, outputs):
+                not_started = [i for i in ids if chunk[i]["outcome"] == "not run"]
+                for test_id, result in chunk.items():
+                    if result["outcome"] in (CRASH, TIMEOUT) and len(ids) > 1:
+                        next_jobs.append((mode, [test_id], "isolated"))
+                    elif result["outcome"] != "not run":
+                        results[mode][test_id] = result
+                        if why:
+                            result[why] = True
+                if not_started:
+                    next_jobs.append((mode, not_started, "after_crash"))
+            jobs = next_jobs
 
-    def settle(chunk_results, final=False):
-        again = []
-        for mode, chunk in chunk_results:
-            for test_id, result in chunk.items():
-                if not final and result["outcome"] in (CRASH, TIMEOUT, "not run"):
-                    again.append((mode, test_id))  # a crash may be an earlier test's doing: alone, once more
-                else:
-                    results[mode][test_id] = result
-                    if final:
-                        result["isolated"] = True
-        return again
-
-    again = settle(run_chunks([(mode, parallel[i:i + args.chunk]) for mode in modes
-                               for i in range(0, len(parallel), args.chunk)], args.workers))
-    if serial:
-        for mode in modes:
-            again += settle(run_chunks([(mode, serial)], 1))
-    settle(run_chunks([(mode, [i]) for mode, i in again if i not in serial], args.workers), final=True)
-    settle(run_chunks([(mode, [i]) for mode, i in again if i in serial], 1), final=True)
+    run_queue([(mode, parallel[i:i + args.chunk], "") for mode in modes
+               for i in range(0, len(parallel), args.chunk)], args.workers)
+    for mode in modes:
+        if serial:
+            run_queue([(mode, serial, "")], 1)
     return {mode: {t["id"]: results[mode][t["id"]] for t in tests} for mode in modes}
 
 

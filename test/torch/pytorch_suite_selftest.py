@@ -55,9 +55,17 @@ def main() -> int:
             "test_fails_on_torch": "passed", "test_fails_with_cuvmm": "error", "test_hangs_with_cuvmm": "timeout",
             "test_passes": "passed", "test_skipped": "skipped", "test_needs_the_gpu_alone": "passed"},
             f"cuvmm outcomes {outcomes(cuvmm)}")
-        # The one chunk died in test_crashes_with_cuvmm: the tests after it ran in processes of their own.
-        check(cuvmm["TestFakeAllocator.test_passes"].get("isolated") is True, "tests after a crash re-run alone")
+        # The one chunk died in test_crashes_with_cuvmm: that test ran again alone, and the tests not
+        # yet started ran on in a new process, which hung in test_hangs_with_cuvmm, and so on.
+        alone = sorted(k.split(".")[1] for k, v in cuvmm.items() if v.get("isolated"))
+        after = sorted(k.split(".")[1] for k, v in cuvmm.items() if v.get("after_crash"))
+        check(alone == ["test_crashes_with_cuvmm", "test_hangs_with_cuvmm"], f"a crash or hang is confirmed alone: {alone}")
+        check(after == ["test_fails_everywhere", "test_fails_on_torch", "test_fails_with_cuvmm", "test_passes",
+                        "test_skipped"], f"the tests after a crash run on in a new process: {after}")
         check(not cuvmm["TestFakeAllocator.test_after_the_crash"].get("isolated"), "tests before a crash keep their result")
+        logs = sorted(os.listdir(os.path.join(out, "logs", "cuvmm")))
+        check(len([n for n in logs if n.endswith(".log")]) == 6,
+              f"6 processes in the cuvmm mode (the chunk, 2 crashes confirmed, 2 chunks after them, the serial test): {logs}")
         check("signal 11" in cuvmm["TestFakeAllocator.test_crashes_with_cuvmm"]["message"], "the crash names its signal")
         check("getDeviceStats" in cuvmm["TestFakeAllocator.test_fails_with_cuvmm"]["message"], "the error's text is kept")
 
