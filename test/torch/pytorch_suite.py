@@ -50,6 +50,9 @@ DEFAULT_SELECTION = os.path.join(HERE, "pytorch_suite_selection.txt")
 MODES = ("torch", "cuvmm")
 # Outcomes of one test; "crash" and "timeout" are given by the driver, the others by the child.
 PASSED, FAILED, ERROR, SKIPPED, CRASH, TIMEOUT = "passed", "failed", "error", "skipped", "crash", "timeout"
+# A test PyTorch marks as an expected failure that failed: it counts as passed, but its reason is
+# compared across modes (cuvmm failing it for another reason is not a pass).
+XFAIL = "expected failure"
 
 
 # ---------------------------------------------------------------- the child: lists or runs tests
@@ -139,7 +142,7 @@ class _StreamingResult(unittest.TestResult):
 
     def _set(self, outcome, message):
         # A test can fail in the test and error in tearDown: the first failure is kept.
-        if self._outcome[0] in (PASSED, SKIPPED) or outcome in (FAILED, ERROR) and not self._outcome[1]:
+        if self._outcome[0] in (PASSED, SKIPPED, XFAIL) or outcome in (FAILED, ERROR) and not self._outcome[1]:
             self._outcome = (outcome, message)
 
     def addError(self, test, err):
@@ -156,7 +159,7 @@ class _StreamingResult(unittest.TestResult):
 
     def addExpectedFailure(self, test, err):
         super().addExpectedFailure(test, err)
-        self._set(PASSED, "expected failure")
+        self._set(XFAIL, self._exc_info_to_string(err, test))
 
     def addUnexpectedSuccess(self, test):
         super().addUnexpectedSuccess(test)
@@ -348,7 +351,9 @@ def run_all(modes: list[str], tests: list[dict], args) -> dict:
                         results[mode][test_id] = result
                         if why:
                             result[why] = True
-                if not_started:
+                if not_started == ids:  # the process died before its first test: each alone
+                    next_jobs += [(mode, [test_id], "isolated") for test_id in ids]
+                elif not_started:
                     next_jobs.append((mode, not_started, "after_crash"))
             jobs = next_jobs
 
@@ -405,8 +410,12 @@ def compare(torch_results: dict, cuvmm_results: dict) -> dict:
     for test_id in torch_results:
         a, b = torch_results[test_id]["outcome"], cuvmm_results[test_id]["outcome"]
         bad = (FAILED, ERROR)
+        a_why, b_why = (_first_line(r[test_id]["message"]) for r in (torch_results, cuvmm_results))
         if a in (CRASH, TIMEOUT) or b in (CRASH, TIMEOUT):
             key = "crashed"
+        elif a == XFAIL or b == XFAIL:  # passes where it fails as PyTorch expects, for the same reason
+            key = ("passed_both" if a == b and a_why == b_why else
+                   "passed_torch_only" if a == XFAIL else "passed_cuvmm_only")
         elif a == PASSED and b == PASSED:
             key = "passed_both"
         elif a == PASSED and b in bad:
@@ -419,9 +428,7 @@ def compare(torch_results: dict, cuvmm_results: dict) -> dict:
             key = "skipped_both"
         else:
             key = "other"
-        table[key].append({"id": test_id, "torch": a, "cuvmm": b,
-                           "torch_message": _first_line(torch_results[test_id]["message"]),
-                           "cuvmm_message": _first_line(cuvmm_results[test_id]["message"])})
+        table[key].append({"id": test_id, "torch": a, "cuvmm": b, "torch_message": a_why, "cuvmm_message": b_why})
     return table
 
 
@@ -434,7 +441,7 @@ def write_markdown(path: str, table: dict, header: str) -> None:
             continue
         lines += ["", f"## {title}", "", "| test | PyTorch's allocator | cuvmm | why (first line) |", "|---|---|---|---|"]
         for row in table[key]:
-            why = row["cuvmm_message"] if row["cuvmm"] not in (PASSED, SKIPPED) else row["torch_message"]
+            why = row["torch_message"] if key == "failed_both" or row["cuvmm"] in (PASSED, SKIPPED) else row["cuvmm_message"]
             why = why.replace("|", "\\|")[:300]
             lines.append(f"| {row['id']} | {row['torch']} | {row['cuvmm']} | {why} |")
     for key in ("passed_both", "skipped_both"):

@@ -34,6 +34,14 @@ class TestFakeAllocator(unittest.TestCase):
         # Runs after the crashing test in the same chunk: it must still get its own result.
         self.assertEqual(len("cuvmm"), 5)
 
+    @unittest.expectedFailure
+    def test_expected_failure(self):
+        raise RuntimeError("the failure PyTorch expects")
+
+    @unittest.expectedFailure
+    def test_expected_failure_other_reason_with_cuvmm(self):
+        raise RuntimeError("not supported by cuvmm" if CUVMM else "the failure PyTorch expects")
+
     @unittest.skip("skipped everywhere")
     def test_skipped(self):
         pass
