@@ -104,6 +104,19 @@ def main() -> int:
         check(proc.returncode == 2 and "cannot be made PyTorch's allocator" in proc.stderr
               and not os.path.exists(os.path.join(out, "cuvmm.json")),
               f"a cuvmm_torch that cannot be enabled stops the run (exit {proc.returncode}: {proc.stderr[-300:]})")
+    # Processes that die before their first test: each test gets a process of its own, and the run ends.
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([FAKE, os.path.join(FAKE, "no_torch")]),
+                   PYTORCH_SUITE_FAKE="1", PYTORCH_SUITE_FAKE_IMPORT_DIES="1")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(HERE, "pytorch_suite.py"), os.path.join(FAKE, "test_fake_allocator.py"),
+             out, "--selection", os.path.join(FAKE, "selection.txt"), "--chunk", "8", "--timeout", "3"],
+            env=env, capture_output=True, text=True, timeout=120)
+        cuvmm = json.load(open(os.path.join(out, "cuvmm.json"))) if proc.returncode == 1 else {}
+        check(sorted({v["outcome"] for v in cuvmm.values()}) == ["crash"] and len(cuvmm) == 11
+              and all("exited with 9" in v["message"] for v in cuvmm.values()),
+              f"every test of a mode whose processes die at start is a crash (exit {proc.returncode})")
+
     print("pytorch_suite_selftest:", "all checks passed" if not failures else f"{len(failures)} checks failed")
     return 1 if failures else 0
 
