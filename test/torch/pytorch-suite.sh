@@ -9,13 +9,14 @@
 #
 # PYTHON (default python3) must import torch and, for the cuvmm mode, cuvmm_torch (an installed
 # package, or its folder on PYTHONPATH). Wheels beside the test file (e.g. expecttest, which PyTorch's
-# test helpers import) are put on the tests' PYTHONPATH. Exit status: 0 when every test that passed
-# on PyTorch's allocator passed with cuvmm and nothing crashed.
+# test helpers import) are put on the tests' PYTHONPATH. PYTORCH_SUITE_MODES=torch (or cuvmm) runs
+# one mode only. Exit status: 0 when every test that passed on PyTorch's allocator passed with cuvmm
+# and nothing crashed; 2 when the run could not start.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 python=${PYTHON:-python3}
 if [[ $# -lt 2 ]]; then
-  sed -n '2,13p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,14p' "${BASH_SOURCE[0]}" >&2
   exit 2
 fi
 test_file=$1

@@ -433,7 +433,7 @@ def compare(torch_results: dict, cuvmm_results: dict) -> dict:
 
 
 def write_markdown(path: str, table: dict, header: str) -> None:
-    lines = [f"# PyTorch's CUDA allocator tests: PyTorch's allocator and cuvmm_torch", "", header, "",
+    lines = ["# PyTorch's CUDA allocator tests: PyTorch's allocator and cuvmm_torch", "", header, "",
              "| category | tests |", "|---|---|"]
     lines += [f"| {title} | {len(table[key])} |" for key, title in CATEGORIES]
     for key, title in CATEGORIES:
@@ -493,7 +493,7 @@ def main(argv=None) -> int:
         for r in results[mode].values():
             counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
         print(f"pytorch_suite: {mode}: {json.dumps(counts, sort_keys=True)}", flush=True)
-    print(f"pytorch_suite: both modes ran in {time.monotonic() - run_start:.0f} s", flush=True)
+    print(f"pytorch_suite: the tests ran in {time.monotonic() - run_start:.0f} s", flush=True)
 
     if set(MODES) - set(results):
         return 0
