@@ -130,6 +130,9 @@ step "RMM 26 consumer (librmm-cu13 wheel): compile, link, run (SKIPPED without a
 # against torch 2.11 in a fresh venv under build-torch/), installed into another fresh venv and with
 # --target and --prefix, its package and host-backend checks there (test/torch/run_cpu_tests.sh).
 step "PyTorch package (no GPU)" bash test/torch/run_cpu_tests.sh build
+# The runner of PyTorch's own allocator tests (test/torch/pytorch-suite.sh) on stand-ins: selection,
+# both modes, a crash and a hang costing only their own test, the comparison.
+step "PyTorch test-suite runner (stand-ins, no GPU)" python3 test/torch/pytorch_suite_selftest.py
 
 # 4. libFuzzer (clang, ASan+UBSan) over every test/fuzz/fuzz_*.cpp target: the Arena's operation
 # sequences, the IPC decoder and importer, the trace reader; each checks its own invariants.
