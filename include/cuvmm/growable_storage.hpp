@@ -90,8 +90,16 @@ struct GrowableOptions {
   std::vector<AccessGrant> access{};
   /// Cap on the size of one chunk (rounded to the granularity).
   std::size_t max_chunk_bytes = default_max_chunk_bytes;
-  /// Handle types every chunk must be exportable as (for sharing between processes).
+  /// Handle types every chunk must be exportable as (for sharing between processes; NCCL's own
+  /// VMM memory asks for posix_fd, and fabric where the device has it).
   HandleType shareable = HandleType::none;
+  /// Chunks usable by GPUDirect RDMA (ChunkProperties::gpu_direct_rdma): for memory that a NIC
+  /// registers (NCCL's network transports, ibv_reg_dmabuf_mr). Unsupported where the device does not
+  /// report RDMA support for VMM memory.
+  bool gpu_direct_rdma = false;
+  /// Which of the backend's granularities sizes the chunks: minimum (the default), or the
+  /// recommended one, which NCCL uses for its own VMM memory (larger on some devices).
+  GranularityKind granularity = GranularityKind::minimum;
   /// Generic compression of every chunk: none, preferred (fall back to ordinary memory where the
   /// device does not grant it; GrowableStats says how many bytes fell back) or required (a growth
   /// step that gets an uncompressed chunk throws cuvmm::Unsupported and changes nothing).

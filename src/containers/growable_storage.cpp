@@ -104,14 +104,17 @@ std::vector<AccessGrant> access_grants(const GrowableOptions& options) {
 
 ChunkProperties chunk_properties(const GrowableOptions& options, int device) {
   return ChunkProperties{
-      .device = device, .shareable = options.shareable, .compression = options.compression != Compression::none};
+      .device = device,
+      .shareable = options.shareable,
+      .compression = options.compression != Compression::none,
+      .gpu_direct_rdma = options.gpu_direct_rdma};
 }
 
 /// The granularity that suits every device the buffer places chunks on.
 std::size_t common_granularity(Backend& backend, const GrowableOptions& options) {
   std::size_t granularity = 0;
   for (int device : placement_devices(options)) {
-    std::size_t const g = backend.granularity(chunk_properties(options, device), GranularityKind::minimum);
+    std::size_t const g = backend.granularity(chunk_properties(options, device), options.granularity);
     granularity = granularity == 0 ? g : std::max(granularity, g);
   }
   return granularity;

@@ -1,7 +1,8 @@
 // Growth observers (growth_observer.hpp) on the host backend: every chunk is reported after it is
 // mapped and before the growth returns, and withdrawn before it is unmapped, in pairs; an observer
 // that throws undoes the growth; failures of the backend at every call and steps prepared ahead
-// never show an observer a range it was not told of; attaching, detaching and moves.
+// never show an observer a range it was not told of; attaching, detaching and moves. Also: the
+// chunk properties that NCCL and RDMA ask for reach the backend from GrowableOptions.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/generators/catch_generators_range.hpp>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include <cuvmm/counting_backend.hpp>
 #include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/growth_observer.hpp>
 #include <cuvmm/host_backend.hpp>
@@ -99,6 +101,21 @@ class Recorder final : public GrowthObserver {
   };
   std::atomic<bool> inside_{false};
   std::thread::id thread_ = std::this_thread::get_id();
+};
+
+/// Records the properties of every chunk asked for, and recommends four times the minimum granularity.
+class PropertiesBackend final : public CountingBackend {
+ public:
+  using CountingBackend::CountingBackend;
+  std::vector<ChunkProperties> asked;
+  std::size_t granularity(const ChunkProperties& props, GranularityKind kind = GranularityKind::minimum) const override {
+    std::size_t const g = CountingBackend::granularity(props, GranularityKind::minimum);
+    return kind == GranularityKind::recommended ? 4 * g : g;
+  }
+  ChunkHandle create_chunk(std::size_t size, const ChunkProperties& props) override {
+    asked.push_back(props);
+    return CountingBackend::create_chunk(size, props);
+  }
 };
 
 /// The storage's chunks as observers see them, in address order.
@@ -356,4 +373,23 @@ TEST_CASE("observers move with the buffer and are withdrawn from by the buffer t
   a = HostGrowableBuffer<std::uint64_t>();
   CHECK(of_b->live.empty());
   CHECK(of_a->violations + of_b->violations == 0);
+}
+
+TEST_CASE("the chunk properties for NCCL and RDMA reach the backend from GrowableOptions", "[observers][interop]") {
+  HostBackend real(small_granules());
+  PropertiesBackend backend(real);
+  GrowableOptions o = options(8 * granule);
+  o.shareable = HandleType::posix_fd;
+  o.gpu_direct_rdma = true;
+  o.granularity = GranularityKind::recommended;
+  o.access = {{0, Access::read_write}, {1, Access::read_write}};  // a peer that holds no chunk
+  HostGrowableBuffer<std::uint64_t> buffer(backend, o);
+  CHECK(buffer.storage().granularity() == 4 * granule);
+  buffer.resize(9 * granule / 8);
+  REQUIRE(backend.asked.size() == buffer.storage().chunk_count());
+  for (const ChunkProperties& p : backend.asked) {
+    CHECK(p == ChunkProperties{.device = 0, .shareable = HandleType::posix_fd, .compression = false, .gpu_direct_rdma = true});
+  }
+  for (const PhysicalChunk& chunk : buffer.storage().chunks()) CHECK(chunk.size() % (4 * granule) == 0);
+  CHECK(buffer.capacity() * 8 == 16 * granule);  // 9 granules: two chunks of 8, the cap, whole recommended units
 }
