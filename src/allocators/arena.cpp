@@ -856,6 +856,18 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
   st.counters.allocations.current -= 1;
 }
 
+void Arena::add_observer(std::shared_ptr<GrowthObserver> observer) {
+  State& st = *state_;
+  std::lock_guard const held(st.lock);
+  st.pool.add_observer(std::move(observer));
+}
+
+bool Arena::remove_observer(const GrowthObserver& observer) noexcept {
+  State& st = *state_;
+  std::lock_guard const held(st.lock);
+  return st.pool.remove_observer(observer);
+}
+
 std::size_t Arena::trim() {
   State& st = *state_;
   std::lock_guard const held(st.lock);

@@ -21,6 +21,7 @@
 #include <cuvmm/error.hpp>
 
 #include "mapping_worker.hpp"
+#include "support/announcement.hpp"
 
 namespace cuvmm {
 namespace {
@@ -30,40 +31,6 @@ namespace {
 std::atomic<std::size_t> budget_bytes{DefaultReservationLimits{}.budget_bytes};
 std::atomic<std::size_t> fallback_bytes{DefaultReservationLimits{}.fallback_bytes};
 std::atomic<std::size_t> budget_used{0};
-
-/// Tells observers of new chunks (observer by observer, chunk by chunk) and, unless committed,
-/// withdraws on destruction what it told, in reverse order: the observer side of a growth step's
-/// transaction.
-class Announcement {
- public:
-  explicit Announcement(std::span<const std::shared_ptr<GrowthObserver>> observers) noexcept
-      : observers_(observers) {}
-  Announcement(const Announcement&) = delete;
-  Announcement& operator=(const Announcement&) = delete;
-  ~Announcement() {
-    while (told_ > 0) {
-      --told_;
-      observers_[told_ / ranges_.size()]->on_unmapping(ranges_[told_ % ranges_.size()]);
-    }
-  }
-  /// Tells every observer of every range (once per call: an Announcement announces one set).
-  void tell(std::span<const BackedRange> ranges) {
-    ranges_ = ranges;
-    for (const std::shared_ptr<GrowthObserver>& observer : observers_) {
-      for (const BackedRange& range : ranges_) {
-        observer->on_mapped(range);
-        ++told_;
-      }
-    }
-  }
-  /// The ranges stay told: nothing is withdrawn.
-  void commit() noexcept { told_ = 0; }
-
- private:
-  std::span<const std::shared_ptr<GrowthObserver>> observers_;
-  std::span<const BackedRange> ranges_;
-  std::size_t told_ = 0;  // (observer, range) pairs told, observer-major
-};
 
 /// Devices must be distinct and non-negative: a clear error here, not a driver error later.
 void check_devices(const GrowableOptions& options) {
@@ -429,7 +396,7 @@ void GrowableStorage::reserve(std::size_t bytes) {
   chunks_.reserve(chunks_.size() + new_chunks.size());
   mappings_.reserve(mappings_.size() + new_mappings.size());
   std::vector<BackedRange> new_ranges;
-  Announcement announcement(observers_);  // after the mappings: withdraws before they unmap
+  detail::Announcement announcement(observers_);  // after the mappings: withdraws before they unmap
   if (!observers_.empty()) {
     new_ranges.reserve(new_chunks.size());
     for (std::size_t i = 0; i < new_chunks.size(); ++i) {
@@ -544,7 +511,7 @@ void GrowableStorage::add_observer(std::shared_ptr<GrowthObserver> observer) {
   ranges.reserve(chunks_.size());
   for (std::size_t i = 0; i < chunks_.size(); ++i) ranges.push_back(backed_range(i));
   std::shared_ptr<GrowthObserver> const one[] = {observer};
-  Announcement announcement(one);
+  detail::Announcement announcement(one);
   if (!ranges.empty()) announcement.tell(ranges);
   announcement.commit();
   observers_.push_back(std::move(observer));  // noexcept: room was made

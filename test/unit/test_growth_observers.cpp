@@ -2,7 +2,8 @@
 // mapped and before the growth returns, and withdrawn before it is unmapped, in pairs; an observer
 // that throws undoes the growth; failures of the backend at every call and steps prepared ahead
 // never show an observer a range it was not told of; attaching, detaching and moves. Also: the
-// chunk properties that NCCL and RDMA ask for reach the backend from GrowableOptions.
+// chunk properties that NCCL and RDMA ask for reach the backend from GrowableOptions. The Arena
+// tells observers of its pages the same way.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/generators/catch_generators_range.hpp>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include <cuvmm/arena.hpp>
 #include <cuvmm/counting_backend.hpp>
 #include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/growth_observer.hpp>
@@ -392,4 +394,119 @@ TEST_CASE("the chunk properties for NCCL and RDMA reach the backend from Growabl
   }
   for (const PhysicalChunk& chunk : buffer.storage().chunks()) CHECK(chunk.size() % (4 * granule) == 0);
   CHECK(buffer.capacity() * 8 == 16 * granule);  // 9 granules: two chunks of 8, the cap, whole recommended units
+}
+
+namespace {
+
+ArenaOptions small_arena() {
+  ArenaOptions o;
+  o.address_space_bytes = 256 * granule;
+  o.large_page_bytes = 4 * granule;  // requests of 4 pages or more take large pages
+  return o;
+}
+
+/// The pages told are disjoint, inside the arena's range, and as many bytes as the arena maps now.
+bool pages_agree(const Recorder& r, const Arena& arena) {
+  std::vector<BackedRange> pages = r.live;
+  std::sort(pages.begin(), pages.end(), [](const auto& a, const auto& b) { return a.address < b.address; });
+  for (std::size_t i = 1; i < pages.size(); ++i) {
+    if (pages[i - 1].address + pages[i - 1].bytes > pages[i].address) return false;
+  }
+  return r.live_bytes() == arena.stats().bytes_mapped.current;
+}
+
+}  // namespace
+
+TEST_CASE("the arena tells observers of each page it maps and withdraws it before it leaves its addresses", "[observers][arena]") {
+  HostBackend host(small_granules());
+  auto recorder = std::make_shared<Recorder>();
+  {
+    Arena arena(host, small_arena());
+    void* early = arena.allocate(2 * granule);
+    arena.add_observer(recorder);  // told of the pages mapped already
+    REQUIRE(recorder->live.size() == 2);
+    CHECK(pages_agree(*recorder, arena));
+    std::vector<std::pair<void*, std::size_t>> live;
+    for (std::size_t pages : {1, 5, 9, 3, 12}) {
+      live.emplace_back(arena.allocate(pages * granule), pages * granule);
+      CHECK(pages_agree(*recorder, arena));
+    }
+    live.emplace_back(arena.allocate(100), 100);  // a slab page
+    CHECK(pages_agree(*recorder, arena));
+    for (std::size_t i = 0; i < live.size(); i += 2) arena.deallocate(live[i].first, live[i].second);
+    void* big = arena.allocate(20 * granule);  // cached pages may move to a new run
+    CHECK(pages_agree(*recorder, arena));
+    arena.trim();
+    CHECK(pages_agree(*recorder, arena));
+    arena.deallocate(big, 20 * granule);
+    arena.trim();
+    CHECK(pages_agree(*recorder, arena));
+    CHECK(recorder->violations == 0);
+    (void)early;  // still live: its pages are withdrawn by the arena's destruction
+  }
+  CHECK(recorder->live.empty());
+  CHECK(recorder->violations == 0);
+  CHECK(host.live_counts() == LiveCounts{});
+}
+
+TEST_CASE("an observer that throws fails the arena's allocation, which gives back what it made", "[observers][arena]") {
+  std::size_t const k = GENERATE(range<std::size_t>(1, 4));
+  CAPTURE(k);
+  HostBackend host(small_granules());
+  Arena arena(host, small_arena());
+  auto a = std::make_shared<Recorder>();
+  auto b = std::make_shared<Recorder>();
+  arena.add_observer(a);
+  arena.add_observer(b);
+  void* first = arena.allocate(3 * granule);
+  ArenaStats const before = arena.stats();
+  b->throw_at = b->mapped_calls + k;  // the request maps 3 large pages (the last one's tail is lent)
+  CHECK_THROWS_AS((void)arena.allocate(9 * granule), std::runtime_error);
+  ArenaStats const after = arena.stats();
+  CHECK(after.bytes_requested.current == before.bytes_requested.current);
+  CHECK(after.allocations.current == before.allocations.current);
+  CHECK(after.bytes_physical.current <= before.bytes_physical.current);
+  CHECK(after.bytes_physical.current == host.live_counts().bytes_physical);
+  CHECK(pages_agree(*a, arena));
+  CHECK(pages_agree(*b, arena));
+  CHECK(a->violations + b->violations == 0);
+  b->throw_at = 0;
+  void* second = arena.allocate(9 * granule);
+  CHECK(pages_agree(*a, arena));
+  arena.deallocate(second, 9 * granule);
+  arena.deallocate(first, 3 * granule);
+}
+
+TEST_CASE("a backend failure at any call of the arena tells observers of nothing it did not keep", "[observers][arena]") {
+  HostBackend host(small_granules());
+  bool fired = true;
+  for (std::size_t k = 1; fired; ++k) {
+    CAPTURE(k);
+    auto recorder = std::make_shared<Recorder>();
+    {
+      FaultInjectingBackend faulty(host);
+      Arena arena(faulty, small_arena());
+      arena.add_observer(recorder);
+      faulty.fail_nth(k);
+      std::vector<std::pair<void*, std::size_t>> live;
+      for (std::size_t pages : {1, 6, 2, 9, 4}) {
+        try {
+          live.emplace_back(arena.allocate(pages * granule), pages * granule);
+        } catch (const std::exception&) {
+        }
+        CHECK(pages_agree(*recorder, arena));
+        if (live.size() == 3) {
+          arena.deallocate(live[1].first, live[1].second);
+          live.erase(live.begin() + 1);
+        }
+      }
+      fired = faulty.fired();
+      faulty.disarm();
+      for (auto const& [p, bytes] : live) arena.deallocate(p, bytes);
+      arena.trim();
+      CHECK(pages_agree(*recorder, arena));
+    }
+    CHECK(recorder->live.empty());
+    CHECK(recorder->violations == 0);
+  }
 }
