@@ -28,7 +28,8 @@
 //     ahead (GrowableOptions::map_ahead) is reported only when a growth takes it into capacity(),
 //     on that growth's thread; a prepared step given back unused is never reported.
 //  6. An observer must not call back into the storage that calls it. One observer attached to
-//     several storages used from several threads must itself be thread-safe.
+//     several storages used from several threads must itself be thread-safe. A copy of a buffer
+//     (the (other, stream) constructor) has no observers; swap and moves carry them along.
 #pragma once
 
 #include <cstddef>

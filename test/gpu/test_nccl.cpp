@@ -90,7 +90,7 @@ bool registrations_match(const NcclObserver& observer, const Buffers&... buffers
     for (std::size_t i = 0; i < s.chunk_count(); ++i) {
       BackedRange const r = s.backed_range(i);
       std::size_t found = 0;
-      for (const auto& h : held) found += (h.range == r && h.handle != nullptr) ? 1 : 0;
+      for (const auto& h : held) found += h.range == r ? 1 : 0;
       all = all && found == 1;
     }
   };
