@@ -103,6 +103,11 @@ struct ArenaOptions {
   /// not grant it), or required (a page that is not granted compression is refused with
   /// cuvmm::Unsupported, and the request with it).
   Compression compression = Compression::none;
+  /// Handle types every page must be exportable as (POSIX fd, fabric), as NCCL's own VMM memory asks.
+  HandleType shareable = HandleType::none;
+  /// Pages usable by GPUDirect RDMA (ChunkProperties::gpu_direct_rdma): for memory a NIC registers.
+  /// Refused with cuvmm::Unsupported where the device does not report RDMA support for VMM memory.
+  bool gpu_direct_rdma = false;
   /// Who may access the memory. Empty: read-write for `device`.
   std::vector<AccessGrant> access{};
 };

@@ -17,6 +17,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <cuvmm/arena.hpp>
 #include <cuvmm/cuda_backend.hpp>
 #include <cuvmm/device_caps.hpp>
 #include <cuvmm/growable_buffer.hpp>
@@ -202,6 +203,53 @@ TEST_CASE("windows: each chunk also gets an NCCL window, or NCCL's refusal undoe
     buffer.resize(0);
     buffer.shrink_to_fit();
     CHECK(observer->registrations().size() == buffer.storage().chunk_count());
+  }
+  leaks.verify();
+}
+
+TEST_CASE("an arena's pages are registered as it maps them and deregistered before they leave their addresses",
+          "[gpu][nccl][arena]") {
+  test::require_gpu();
+  test::init_runtime();
+  CudaBackend& cuda = cuda_backend(0);
+  test::LeakCheck const leaks(cuda);
+  {
+    OneRank const comm;
+    test::Stream const stream;
+    DeviceCaps const caps = device_caps(0);
+    ArenaOptions options;
+    options.address_space_bytes = 16 * GiB;
+    if (caps.posix_fd_handles) options.shareable = HandleType::posix_fd;
+    options.gpu_direct_rdma = caps.gpu_direct_rdma_with_vmm;
+    Arena arena(cuda, options);
+    auto observer = std::make_shared<NcclObserver>(comm.get());
+    arena.add_observer(observer);
+    for (std::size_t mib : {4, 100, 300}) {
+      CAPTURE(mib);
+      std::size_t const n = mib * MiB / sizeof(float);
+      auto* send = static_cast<float*>(arena.allocate(n * sizeof(float), stream.get()));
+      auto* recv = static_cast<float*>(arena.allocate(n * sizeof(float), stream.get()));
+      // Every page the arena maps now is registered once, and nothing else.
+      std::size_t registered_bytes = 0;
+      for (const auto& r : observer->registrations()) registered_bytes += r.range.bytes;
+      CHECK(registered_bytes == arena.stats().bytes_mapped.current);
+      std::vector<float> values(n);
+      for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 1021);
+      CUVMM_CUDA_REQUIRE(cudaMemcpyAsync(send, values.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream.get()));
+      CUVMM_CUDA_REQUIRE(cudaMemsetAsync(recv, 0xA5, n * sizeof(float), stream.get()));
+      CUVMM_NCCL_REQUIRE(ncclAllReduce(send, recv, n, ncclFloat, ncclSum, comm.get(), stream.get()));
+      std::vector<float> out(n);
+      CUVMM_CUDA_REQUIRE(cudaMemcpyAsync(out.data(), recv, n * sizeof(float), cudaMemcpyDeviceToHost, stream.get()));
+      stream.synchronize();
+      CHECK(out == values);
+      arena.deallocate(send, n * sizeof(float), stream.get());
+      arena.deallocate(recv, n * sizeof(float), stream.get());
+    }
+    arena.trim();  // unmaps everything cached: every registration goes first
+    CHECK(observer->registrations().empty());
+    CHECK(observer->registered_total() == observer->deregistered_total());
+    CHECK(observer->registered_total() > 0);
+    arena.release_stream(stream.get());
   }
   leaks.verify();
 }

@@ -510,3 +510,18 @@ TEST_CASE("a backend failure at any call of the arena tells observers of nothing
     CHECK(recorder->violations == 0);
   }
 }
+
+TEST_CASE("the chunk properties for NCCL and RDMA reach the backend from ArenaOptions", "[observers][interop][arena]") {
+  HostBackend real(small_granules());
+  PropertiesBackend backend(real);
+  ArenaOptions o = small_arena();
+  o.shareable = HandleType::posix_fd;
+  o.gpu_direct_rdma = true;
+  Arena arena(backend, o);
+  void* p = arena.allocate(6 * granule);
+  REQUIRE_FALSE(backend.asked.empty());
+  for (const ChunkProperties& props : backend.asked) {
+    CHECK(props == ChunkProperties{.device = 0, .shareable = HandleType::posix_fd, .compression = false, .gpu_direct_rdma = true});
+  }
+  arena.deallocate(p, 6 * granule);
+}
