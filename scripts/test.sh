@@ -57,7 +57,8 @@ run_suites() {  # run_suites BUILD_DIR SUITE...: fresh reports, then meson test
 
 # 1. The plain build: unit, gpu, ipc and tools suites.
 # Device code for sm_90 only in the test builds (the install build in step 3 makes every architecture).
-step "configure build" configure build -Dtests=enabled -Dmpi=enabled -Dgpu_architectures=90
+# NCCL is required here: libcuvmm_nccl builds against the CUDA toolkit's NCCL (or -Dnccl_root).
+step "configure build" configure build -Dtests=enabled -Dmpi=enabled -Dnccl=enabled -Dgpu_architectures=90
 step "compile build" meson compile -C build
 step "test build (unit, gpu, ipc, tools, examples)" run_suites build unit gpu ipc tools examples
 # cuvmm-plan's HTML report as a reader meets it: the host-backend report opened in headless Chromium

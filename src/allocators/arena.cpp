@@ -129,7 +129,10 @@ constexpr std::size_t growth_room_bytes = 2 * GiB;
 /// The page geometry and pool options from the user's options, checked.
 detail::PagePoolOptions pool_options(Backend& backend, const ArenaOptions& options) {
   detail::PagePoolOptions o;
-  o.props = ChunkProperties{.device = options.device, .compression = options.compression != Compression::none};
+  o.props = ChunkProperties{.device = options.device,
+                            .shareable = options.shareable,
+                            .compression = options.compression != Compression::none,
+                            .gpu_direct_rdma = options.gpu_direct_rdma};
   std::size_t const device_bytes = backend.memory_info(options.device).total;
   detail::ArenaGeometry const geometry =
       detail::check_arena_geometry(options, backend.granularity(o.props, GranularityKind::minimum), device_bytes);
@@ -854,6 +857,18 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
   }
   st.counters.bytes_requested.current -= bytes;
   st.counters.allocations.current -= 1;
+}
+
+void Arena::add_observer(std::shared_ptr<GrowthObserver> observer) {
+  State& st = *state_;
+  std::lock_guard const held(st.lock);
+  st.pool.add_observer(std::move(observer));
+}
+
+bool Arena::remove_observer(const GrowthObserver& observer) noexcept {
+  State& st = *state_;
+  std::lock_guard const held(st.lock);
+  return st.pool.remove_observer(observer);
 }
 
 std::size_t Arena::trim() {

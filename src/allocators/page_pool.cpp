@@ -12,6 +12,8 @@
 
 #include <cuvmm/error.hpp>
 
+#include "support/announcement.hpp"
+
 namespace cuvmm::detail {
 
 PagePool::PagePool(Backend& backend, PagePoolOptions options)
@@ -25,6 +27,7 @@ PagePool::PagePool(Backend& backend, PagePoolOptions options)
 }
 
 PagePool::~PagePool() {
+  for (const auto& [slot, mapped] : mapped_) withdraw(slot, mapped.page.chunk);
   mapped_.clear();  // unmaps, then releases
   small_pool_.clear();
   large_pool_.clear();
@@ -40,6 +43,45 @@ void PagePool::park(Page page) noexcept {
   } catch (const std::bad_alloc&) {
     release(std::move(page));
   }
+}
+
+BackedRange PagePool::backed_range(std::size_t slot, const PhysicalChunk& chunk) const noexcept {
+  return BackedRange{.address = slot_address(slot),
+                     .bytes = chunk.size(),
+                     .offset = slot * options_.page,
+                     .device = chunk.device(),
+                     .chunk = chunk.handle()};
+}
+
+void PagePool::withdraw(std::size_t slot, const PhysicalChunk& chunk) noexcept {
+  if (observers_.empty()) return;
+  BackedRange const range = backed_range(slot, chunk);
+  for (auto observer = observers_.rbegin(); observer != observers_.rend(); ++observer) (*observer)->on_unmapping(range);
+}
+
+void PagePool::add_observer(std::shared_ptr<GrowthObserver> observer) {
+  if (!observer) throw_invalid_argument("Arena::add_observer", "the observer is null");
+  if (std::any_of(observers_.begin(), observers_.end(), [&](const auto& o) { return o == observer; })) {
+    throw_invalid_argument("Arena::add_observer", "the observer is attached already");
+  }
+  observers_.reserve(observers_.size() + 1);  // may throw: nothing told yet
+  std::vector<BackedRange> ranges;
+  ranges.reserve(mapped_.size());
+  for (const auto& [slot, mapped] : mapped_) ranges.push_back(backed_range(slot, mapped.page.chunk));
+  std::sort(ranges.begin(), ranges.end(), [](const BackedRange& a, const BackedRange& b) { return a.address < b.address; });
+  std::shared_ptr<GrowthObserver> const one[] = {observer};
+  Announcement announcement(one);
+  if (!ranges.empty()) announcement.tell(ranges);
+  announcement.commit();
+  observers_.push_back(std::move(observer));  // noexcept: room was made
+}
+
+bool PagePool::remove_observer(const GrowthObserver& observer) noexcept {
+  auto const found = std::find_if(observers_.begin(), observers_.end(), [&](const auto& o) { return o.get() == &observer; });
+  if (found == observers_.end()) return false;
+  for (const auto& [slot, mapped] : mapped_) (*found)->on_unmapping(backed_range(slot, mapped.page.chunk));
+  observers_.erase(found);
+  return true;
 }
 
 void PagePool::unmap_stale(Page& page) noexcept {
@@ -122,6 +164,7 @@ void PagePool::park_mapped(std::size_t first, std::size_t count, bool keep_stale
     assert(!node.empty());
     Page& page = node.mapped().page;
     std::size_t const bytes = page.chunk.size();
+    withdraw(slot, page.chunk);  // it leaves its slots: before the unmap, or before it goes stale
     if (keep_stale) {
       try {
         page.stale.push_back(std::move(node.mapped().mapping));
@@ -227,6 +270,21 @@ std::size_t PagePool::Span::map() {
     }
   }
   set_access(mappings, pool.options_.grants);
+  // Observers hear of the pages before the commit; one that throws fails the span (the
+  // announcement withdraws, then the local mappings unmap and the destructor gives the pages back).
+  std::vector<BackedRange> ranges;
+  Announcement announcement(pool.observers_);  // after the mappings: withdraws before they unmap
+  if (!pool.observers_.empty()) {
+    ranges.reserve(mappings.size());
+    std::size_t at = first_;
+    for (auto* pages : {&large_, &small_}) {
+      for (Entry const& p : *pages) {
+        ranges.push_back(pool.backed_range(at, p.page.chunk));
+        at += p.page.chunk.size() / pool.options_.page;
+      }
+    }
+    announcement.tell(ranges);
+  }
   // Commit: the pages move into the map. Should that fail for want of memory, the pages inserted
   // so far come back into this span (their mappings undone), which then gives everything back.
   // The buckets are reserved first (no rehash below), and try_emplace allocates a page's node
@@ -245,6 +303,7 @@ std::size_t PagePool::Span::map() {
       }
     }
   } catch (...) {
+    announcement.withdraw();  // before the pages moved in so far are unmapped
     slot = first_;
     for (auto* pages : {&large_, &small_}) {
       for (Entry& p : *pages) {
@@ -258,6 +317,7 @@ std::size_t PagePool::Span::map() {
     }
     throw;
   }
+  announcement.commit();
   committed_ = true;
   for (auto* pages : {&large_, &small_}) {
     pool.pages_moved_ += static_cast<std::size_t>(std::count_if(pages->begin(), pages->end(), [](const Entry& p) { return !p.created; }));
