@@ -78,7 +78,7 @@ struct ChunkInfo {
   int device = 0;
   HandleType shareable = HandleType::none;
   bool compression_granted = false;
-  bool gpu_direct_rdma = false;  ///< created usable by GPUDirect RDMA (read back from the driver)
+  bool gpu_direct_rdma = false;  ///< created usable by GPUDirect RDMA
 };
 
 /// An opaque backend handle of one physical chunk (a CUmemGenericAllocationHandle, or a memfd).

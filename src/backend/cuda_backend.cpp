@@ -320,7 +320,10 @@ ChunkHandle CudaBackend::create_chunk(std::size_t size, const ChunkProperties& p
   // An uncompressed chunk made here is exactly what was asked for; only granted compression needs the
   // driver's word (chunk_info reads it).
   std::optional<ChunkInfo> known;
-  if (!request.compression) known = ChunkInfo{size, props.device, props.shareable, false};
+  if (!request.compression) {
+    known = ChunkInfo{.size = size, .device = props.device, .shareable = props.shareable, .compression_granted = false,
+                      .gpu_direct_rdma = props.gpu_direct_rdma};
+  }
   std::lock_guard lock(s.mutex);
   s.ledger->add_chunk(ChunkHandle{handle}, size, known);
   return ChunkHandle{pending.adopt()};
