@@ -54,33 +54,21 @@ BackedRange PagePool::backed_range(std::size_t slot, const PhysicalChunk& chunk)
 }
 
 void PagePool::withdraw(std::size_t slot, const PhysicalChunk& chunk) noexcept {
-  if (observers_.empty()) return;
-  BackedRange const range = backed_range(slot, chunk);
-  for (auto observer = observers_.rbegin(); observer != observers_.rend(); ++observer) (*observer)->on_unmapping(range);
+  if (!observers_.empty()) withdraw_from_all(observers_, backed_range(slot, chunk));
 }
 
 void PagePool::add_observer(std::shared_ptr<GrowthObserver> observer) {
-  if (!observer) throw_invalid_argument("Arena::add_observer", "the observer is null");
-  if (std::any_of(observers_.begin(), observers_.end(), [&](const auto& o) { return o == observer; })) {
-    throw_invalid_argument("Arena::add_observer", "the observer is attached already");
-  }
-  observers_.reserve(observers_.size() + 1);  // may throw: nothing told yet
   std::vector<BackedRange> ranges;
   ranges.reserve(mapped_.size());
   for (const auto& [slot, mapped] : mapped_) ranges.push_back(backed_range(slot, mapped.page.chunk));
   std::sort(ranges.begin(), ranges.end(), [](const BackedRange& a, const BackedRange& b) { return a.address < b.address; });
-  std::shared_ptr<GrowthObserver> const one[] = {observer};
-  Announcement announcement(one);
-  if (!ranges.empty()) announcement.tell(ranges);
-  announcement.commit();
-  observers_.push_back(std::move(observer));  // noexcept: room was made
+  attach_observer(observers_, std::move(observer), ranges, "Arena::add_observer");
 }
 
 bool PagePool::remove_observer(const GrowthObserver& observer) noexcept {
-  auto const found = std::find_if(observers_.begin(), observers_.end(), [&](const auto& o) { return o.get() == &observer; });
-  if (found == observers_.end()) return false;
-  for (const auto& [slot, mapped] : mapped_) (*found)->on_unmapping(backed_range(slot, mapped.page.chunk));
-  observers_.erase(found);
+  std::shared_ptr<GrowthObserver> const detached = detach_observer(observers_, observer);
+  if (!detached) return false;
+  for (const auto& [slot, mapped] : mapped_) detached->on_unmapping(backed_range(slot, mapped.page.chunk));
   return true;
 }
 

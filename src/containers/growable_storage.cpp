@@ -482,8 +482,7 @@ void GrowableStorage::shrink_to(std::size_t bytes) noexcept {
   std::size_t const released = chunks_.size() - keep;
   if (released == 0) return;
   for (std::size_t i = chunks_.size(); i-- > keep;) {  // reverse order, each observer in reverse
-    BackedRange const range = backed_range(i);
-    for (auto observer = observers_.rbegin(); observer != observers_.rend(); ++observer) (*observer)->on_unmapping(range);
+    detail::withdraw_from_all(observers_, backed_range(i));
   }
   auto const first_gone = static_cast<std::ptrdiff_t>(keep);
   mappings_.erase(mappings_.begin() + first_gone, mappings_.end());  // unmap first
@@ -502,34 +501,21 @@ BackedRange GrowableStorage::backed_range(std::size_t index) const noexcept {
 }
 
 void GrowableStorage::add_observer(std::shared_ptr<GrowthObserver> observer) {
-  if (!observer) throw_invalid_argument("GrowableStorage::add_observer", "the observer is null");
-  if (std::any_of(observers_.begin(), observers_.end(), [&](const auto& o) { return o == observer; })) {
-    throw_invalid_argument("GrowableStorage::add_observer", "the observer is attached already");
-  }
-  observers_.reserve(observers_.size() + 1);  // may throw: nothing told yet
   std::vector<BackedRange> ranges;
   ranges.reserve(chunks_.size());
   for (std::size_t i = 0; i < chunks_.size(); ++i) ranges.push_back(backed_range(i));
-  std::shared_ptr<GrowthObserver> const one[] = {observer};
-  detail::Announcement announcement(one);
-  if (!ranges.empty()) announcement.tell(ranges);
-  announcement.commit();
-  observers_.push_back(std::move(observer));  // noexcept: room was made
+  detail::attach_observer(observers_, std::move(observer), ranges, "GrowableStorage::add_observer");
 }
 
 bool GrowableStorage::remove_observer(const GrowthObserver& observer) noexcept {
-  auto const found = std::find_if(observers_.begin(), observers_.end(), [&](const auto& o) { return o.get() == &observer; });
-  if (found == observers_.end()) return false;
-  for (std::size_t i = chunks_.size(); i-- > 0;) (*found)->on_unmapping(backed_range(i));
-  observers_.erase(found);
+  std::shared_ptr<GrowthObserver> const detached = detail::detach_observer(observers_, observer);
+  if (!detached) return false;
+  for (std::size_t i = chunks_.size(); i-- > 0;) detached->on_unmapping(backed_range(i));
   return true;
 }
 
 void GrowableStorage::withdraw_all() noexcept {
-  for (std::size_t i = chunks_.size(); i-- > 0;) {
-    BackedRange const range = backed_range(i);
-    for (auto observer = observers_.rbegin(); observer != observers_.rend(); ++observer) (*observer)->on_unmapping(range);
-  }
+  for (std::size_t i = chunks_.size(); i-- > 0;) detail::withdraw_from_all(observers_, backed_range(i));
 }
 
 }  // namespace cuvmm
