@@ -21,7 +21,9 @@
 // it, the arena waits on the host for that event. It never synchronizes the whole device. Work on
 // other streams that still uses memory being freed is the caller's to order, as with cudaFreeAsync.
 // A stream that freed memory into the arena must outlive that memory's reuse: call
-// release_stream(s) before destroying s.
+// release_stream(s) before destroying s. While a stream captures a CUDA graph, no event can be
+// recorded on it: what it freed is not handed to other streams, nor unmapped, until the capture
+// ends (an allocation that would have to wait for it throws cuvmm::Unsupported instead).
 //
 // Thread-safe (one lock; the driver is called only when cached memory cannot serve a request).
 // Every operation costs O(log n) or amortized O(1) in the live allocations and streams, except

@@ -249,12 +249,15 @@ class GrowableRows {
     sizes.insert(sizes.end(), row_shape_.begin(), row_shape_.end());
     std::size_t const extent = end * row_bytes_;
     auto* const first = reinterpret_cast<std::byte*>(memory_->storage().data()) + begin * row_bytes_;
-    at::TensorOptions const options = at::TensorOptions().dtype(dtype_).device(
-        device_ < 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_)));
+    c10::Device const device =
+        device_ < 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
     memory_->view_made(extent);
     try {
+      // The device is given, not asked of the driver: an empty view may point at the end of the
+      // mapped rows (or at an empty tensor's unmapped start), which cudaPointerGetAttributes refuses.
       return at::from_blob(
-          first, sizes, [memory = memory_, extent](void*) { memory->view_released(extent); }, options);
+          first, sizes, [memory = memory_, extent](void*) { memory->view_released(extent); },
+          at::TensorOptions().dtype(dtype_).device(device), device);
     } catch (...) {
       memory_->view_released(extent);
       throw;

@@ -90,6 +90,7 @@ def enable() -> None:
             "allocator then. Call it first, before any CUDA tensor or torch.cuda call")
     try:
         torch._C._cuda_changeCurrentAllocator(_allocator.allocator())
+        _allocator.register_device_allocator()
     except RuntimeError as e:
         raise RuntimeError(
             "cuvmm_torch.enable() was called after PyTorch's CUDA allocator was initialized; call it "

@@ -320,7 +320,7 @@ Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, 
 std::optional<Arena::State::Run> Arena::State::take_lent_anywhere(StreamCache& s, std::size_t slots) {
   StreamCache* found = nullptr;
   caches.for_each([&](StreamCache& c) {
-    if (found == nullptr && c.lent.largest() >= slots) found = &c;
+    if (found == nullptr && c.lent.largest() >= slots && (&c == &s || order->can_mark(c.stream))) found = &c;
   });
   if (found == nullptr) return std::nullopt;
   if (found != &s) make_stream_wait(s, *found);  // first: should it fail, nothing was taken
@@ -639,8 +639,23 @@ void Arena::State::unmap_own_cache(StreamCache& s, const PagePool::Span& span) {
 }
 
 /// Waits for every stream, unmaps the slabs with no live block and all cached memory into the pools.
+/// A stream capturing a CUDA graph cannot be waited for: its cache stays, and so do the slabs and
+/// lent slots (which may hold blocks it freed) until no stream captures.
 void Arena::State::reclaim_everything() {
-  caches.for_each([&](StreamCache& s) { wait_for(s); });
+  std::vector<StreamCache*> waited;
+  waited.reserve(caches.size());
+  caches.for_each([&](StreamCache& s) {
+    if (!order->can_mark(s.stream)) return;
+    wait_for(s);
+    waited.push_back(&s);
+  });
+  if (waited.size() < caches.size()) {
+    for (StreamCache* s : waited) {
+      unmap_cached(*s, static_cast<std::size_t>(-1));
+      unmap_large_spans(*s);
+    }
+    return;
+  }
   auto const empty = slabs.remove_empty();
   caches.forget_slabs(empty, pool.range().base(), pool.page_bytes());
   for (auto const& [slot, size_class] : empty) pool.retire(slot, 1);
@@ -719,6 +734,11 @@ void Arena::State::make_stream_wait(StreamCache& waiter, StreamCache& freer) {
 }
 
 void Arena::State::wait_for(StreamCache& s) {
+  if (!order->can_mark(s.stream)) {  // a mark would be captured, and waiting for it fail
+    throw_unsupported_capability("waiting for the work of a stream that is capturing a CUDA graph",
+                                 "end the capture, or allocate on a stream that is not capturing", "Arena",
+                                 "memory freed on the capturing stream would have to be unmapped");
+  }
   order->mark(s.marker, s.stream);
   order->wait(s.marker);
 }

@@ -66,6 +66,10 @@ def test_memory_statistics_are_exact_and_peaks_reset():
     assert s["allocation.all.current"] == 3 and s["allocation.large_pool.current"] == 1
     assert s["allocation.small_pool.current"] == 2
     assert torch.cuda.memory_reserved() >= allocated()
+    # The device-generic API reads the same allocator (c10's allocator for CUDA is this one too).
+    g = torch.accelerator.memory_stats()
+    assert g["active_bytes.all.current"] == s["active_bytes.all.current"] == 4 * MiB + 1024, (g, s)
+    assert torch.accelerator.memory_allocated() == allocated()
     del a
     assert allocated() == 3 * MiB + 1024
     assert torch.cuda.max_memory_allocated() == 4 * MiB + 1024
@@ -182,6 +186,35 @@ def test_a_cuda_graph_replays_correct_values_and_its_memory_is_not_reused_outsid
     """)
 
 
+def test_a_capture_on_a_stream_that_freed_memory_before_it_replays_correct_values():
+    # The graph's pool must not take what the capturing stream freed before the capture: handing it
+    # over means recording an event on that stream, which the capture would swallow, and making the
+    # pool's stream wait for it, which pulls that stream into the capture ("operation not permitted
+    # when stream is capturing", as PyTorch's capturable optimizers met).
+    run("""
+    n = 1 << 20
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        freed = [torch.full((n,), 5.0, device=dev) for _ in range(3)] + [torch.ones(8, device=dev)]
+        del freed                             # cached on s, the sizes the capture asks for
+    x = torch.full((n,), 3.0, device=dev)
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        y = x * 2
+        z = y + 1
+        w = (z * z).sum()
+    g.replay()
+    torch.cuda.synchronize()
+    assert w.item() == 49.0 * n, w.item()
+    x.fill_(1.0)
+    g.replay()
+    torch.cuda.synchronize()
+    assert w.item() == 9.0 * n and torch.equal(z, torch.full((n,), 3.0, device=dev)), w.item()
+    """)
+
+
 def test_graphs_sharing_a_pool_replay_in_order_with_correct_values():
     run("""
     n = 1 << 18
@@ -286,10 +319,14 @@ def test_the_memory_fraction_is_enforced_with_out_of_memory_errors():
     if hasattr(torch.cuda, "get_per_process_memory_fraction"):
         assert torch.cuda.get_per_process_memory_fraction() == 0.25
     ok = torch.empty(int(total * 0.10), dtype=torch.uint8, device=dev)
+    asked = int(total * 0.20)
     try:
-        torch.empty(int(total * 0.20), dtype=torch.uint8, device=dev)
+        torch.empty(asked, dtype=torch.uint8, device=dev)
     except torch.OutOfMemoryError as e:
         print("refused:", str(e)[:200])
+        # PyTorch's wording first (test_cuda.py and users' scripts match it), in PyTorch's units.
+        assert str(e).startswith(f"CUDA out of memory. Tried to allocate {asked / 2**30:.2f} GiB. GPU 0 has a "
+                                 f"total capacity of {total / 2**30:.2f} GiB of which "), str(e)
     else:
         raise AssertionError("an allocation beyond the memory fraction succeeded")
     assert torch.cuda.memory_stats()["num_ooms"] == 1

@@ -25,18 +25,26 @@ using Stat = c10::CachingAllocator::Stat;
 std::size_t round_up(std::size_t bytes) { return (std::max<std::size_t>(bytes, 1) + round_bytes - 1) / round_bytes * round_bytes; }
 
 /// "106.00 GiB (113816633344 bytes)": the unit PyTorch's messages use, then the exact count.
-std::string bytes_text(std::size_t bytes) {
-  static constexpr std::array<const char*, 4> units = {"KiB", "MiB", "GiB", "TiB"};
+/// A size as PyTorch's messages print it: bytes up to 1 KiB, then KiB, MiB or GiB with two decimals.
+std::string size_text(std::size_t bytes) {
+  static constexpr std::array<const char*, 3> units = {"KiB", "MiB", "GiB"};
   double value = static_cast<double>(bytes);
   const char* unit = nullptr;
   for (const char* u : units) {
-    if (value < 1024) break;
+    if (value <= 1024) break;
     value /= 1024;
     unit = u;
   }
   if (unit == nullptr) return std::to_string(bytes) + " bytes";
-  char text[96];
-  std::snprintf(text, sizeof text, "%.2f %s (%zu bytes)", value, unit, bytes);
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f %s", value, unit);
+  return text;
+}
+
+/// The size and, when it is not whole bytes already, the exact count: "2.00 MiB (2097152 bytes)".
+std::string bytes_text(std::size_t bytes) {
+  std::string text = size_text(bytes);
+  if (bytes > 1024) text += " (" + std::to_string(bytes) + " bytes)";
   return text;
 }
 
@@ -234,13 +242,19 @@ void DeviceState::out_of_memory(std::size_t size, const std::string& cause) {
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) (void)cudaGetLastError();
   }
   cuvmm::ArenaStats const s = arena_ ? arena_->stats() : cuvmm::ArenaStats{};
-  TORCH_CHECK_WITH(OutOfMemoryError, false, "cuvmm: out of memory on device ", device_, ": tried to allocate ",
-                   bytes_text(size), "; the arena holds ", bytes_text(s.bytes_requested.current), " in ",
-                   s.allocations.current, " live allocations and ", bytes_text(s.bytes_physical.current),
+  // PyTorch's sentences first (code that parses out-of-memory messages reads them), then cuvmm's.
+  std::size_t const allocated = static_cast<std::size_t>(stats_.allocated_bytes[index(StatType::AGGREGATE)].current);
+  std::size_t const reserved = static_cast<std::size_t>(stats_.reserved_bytes[index(StatType::AGGREGATE)].current);
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", size_text(size), ". GPU ", device_,
+                   " has a total capacity of ", size_text(total), " of which ", size_text(free),
+                   " is free. Of the allocated memory ", size_text(allocated), " is allocated by PyTorch, and ",
+                   size_text(reserved > allocated ? reserved - allocated : 0),
+                   " is reserved by PyTorch but unallocated. cuvmm: the arena holds ", bytes_text(s.bytes_requested.current),
+                   " in ", s.allocations.current, " live allocations and ", bytes_text(s.bytes_physical.current),
                    " of physical memory in all, after giving back ", bytes_text(given_back), " of cached pages",
-                   trim_failure, "; the device has ", bytes_text(free), " free of ", bytes_text(total), ". (", cause,
-                   ")");
+                   trim_failure, " (", cause, ")");
 }
+
 
 void DeviceState::free(Block block) {
   count_allocated(block, false);
