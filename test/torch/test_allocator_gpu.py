@@ -312,6 +312,23 @@ def test_empty_cache_gives_freed_memory_back_to_the_device():
     """)
 
 
+def test_impossible_requests_raise_pytorchs_out_of_memory_messages_and_change_nothing():
+    run("""
+    t = torch.zeros(1024, device=dev)
+    for size, want in ((2**30 * 800000000, "CUDA out of memory. Tried to allocate 800000000.00 GiB. GPU 0 has a total "
+                                           "capacity of "),
+                       (2**30 * 8000000000, "CUDA out of memory. Tried to allocate more than 1EB memory.")):
+        try:
+            torch.empty(size, dtype=torch.int8, device=dev)
+        except torch.OutOfMemoryError as e:
+            assert str(e).startswith(want), str(e)
+        else:
+            raise AssertionError(f"{size} bytes were allocated")
+    t.fill_(1)
+    assert bool((t == 1).all()) and torch.cuda.memory_allocated() == 4096
+    """)
+
+
 def test_the_memory_fraction_is_enforced_with_out_of_memory_errors():
     run("""
     total = torch.cuda.get_device_properties(0).total_memory

@@ -61,6 +61,10 @@ void* CuvmmAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, cudaSt
 }
 
 c10::DataPtr CuvmmAllocator::allocate(size_t n) {
+  // As PyTorch's allocators do, before anything is asked of the device (and not counted as an OOM).
+  constexpr std::size_t one_exbibyte = std::size_t{1} << 60;
+  TORCH_CHECK_WITH(OutOfMemoryError, n < one_exbibyte, "CUDA out of memory. Tried to allocate more than 1EB memory. (cuvmm: ",
+                   n, " bytes)");
   c10::DeviceIndex const device = c10::cuda::current_device();
   void* const p = n == 0 ? nullptr : allocate_on(device, n, c10::cuda::getCurrentCUDAStream(device).stream());
   return {p, p, &delete_pointer, c10::Device(c10::DeviceType::CUDA, device)};
