@@ -42,11 +42,13 @@ print("PASS")
 only_cuvmm = pytest.mark.skipif(MODE != "cuvmm", reason="about cuvmm_torch itself")
 
 
-def run(code: str, timeout: int = 300) -> str:
-    """Runs `code` after the prelude in a fresh interpreter; fails with its output unless it
-    printed PASS and exited with 0 (a crash is a failure, with the signal in the message)."""
+def run(code: str, timeout: int = 300, env: dict | None = None) -> str:
+    """Runs `code` after the prelude in a fresh interpreter (with `env` added to the environment);
+    fails with its output unless it printed PASS and exited with 0 (a crash is a failure, with the
+    signal in the message)."""
     source = PRELUDE + textwrap.dedent(code) + EPILOGUE
-    result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=timeout,
+                            env=None if env is None else {**os.environ, **env})
     output = result.stdout + result.stderr
     assert result.returncode == 0 and "PASS" in result.stdout, f"exit {result.returncode}:\n{output[-6000:]}"
     return output
@@ -327,6 +329,41 @@ def test_impossible_requests_raise_pytorchs_out_of_memory_messages_and_change_no
     t.fill_(1)
     assert bool((t == 1).all()) and torch.cuda.memory_allocated() == 4096
     """)
+
+
+def test_with_caching_turned_off_requests_bypass_the_allocator_and_its_statistics():
+    run("""
+    torch.cuda.init()
+    torch.cuda.caching_allocator_enable(False)
+    x = torch.full((1 << 20,), 2.0, device=dev)          # cudaMalloc, as PyTorch's allocator does then
+    assert torch.cuda.memory_allocated() == 0 and x.sum().item() == 2.0 * (1 << 20)
+    stream = torch.cuda.current_stream().cuda_stream
+    p = torch._C._cuda_cudaCachingAllocator_raw_alloc(1 << 20, stream)
+    assert p != 0 and torch.cuda.memory_stats().get("requested_bytes.all.allocated", 0) == 0
+    torch._C._cuda_cudaCachingAllocator_raw_delete(p)
+    del x
+    torch.cuda.caching_allocator_enable(True)
+    p = torch._C._cuda_cudaCachingAllocator_raw_alloc(1 << 20, stream)
+    assert torch.cuda.memory_stats()["requested_bytes.all.allocated"] == 1 << 20
+    torch._C._cuda_cudaCachingAllocator_raw_delete(p)
+    y = torch.ones(1 << 20, device=dev)
+    assert torch.cuda.memory_allocated() == 4 << 20 and y.sum().item() == 1 << 20
+    """)
+
+
+def test_the_memory_fraction_of_pytorch_cuda_alloc_conf_is_read_and_enforced():
+    run("""
+    assert torch.cuda.get_per_process_memory_fraction(0) == 0.25
+    total = torch.cuda.get_device_properties(0).total_memory
+    ok = torch.full((int(total * 0.10) // 4,), 1.0, device=dev)
+    try:
+        torch.empty(int(total * 0.20), dtype=torch.uint8, device=dev)
+    except torch.OutOfMemoryError:
+        pass
+    else:
+        raise AssertionError("an allocation beyond the memory fraction succeeded")
+    assert ok[-1].item() == 1.0
+    """, env={"PYTORCH_CUDA_ALLOC_CONF": "per_process_memory_fraction:0.25"})
 
 
 def test_the_memory_fraction_is_enforced_with_out_of_memory_errors():

@@ -102,6 +102,7 @@ cuvmm::Arena& DeviceState::arena() {
   if (!arena_) {
     RelaxedDuringCapture const relaxed(true);  // the first allocation may come during a capture
     try {
+      if (fraction_ < 1 && limit_ == no_limit) set_memory_fraction(fraction_);
       arena_ = std::make_unique<cuvmm::Arena>(options_from_environment(device_));
     } catch (const c10::Error&) {
       throw;
@@ -210,7 +211,7 @@ void* DeviceState::allocate_in_pool(PrivatePool& pool, std::size_t size, cudaStr
 }
 
 void DeviceState::enforce_limit(void* p, std::size_t size, cudaStream_t stream) {
-  if (limit_ == 0 || static_cast<std::size_t>(stats_.reserved_bytes[index(StatType::AGGREGATE)].current) <= limit_) {
+  if (limit_ == no_limit || static_cast<std::size_t>(stats_.reserved_bytes[index(StatType::AGGREGATE)].current) <= limit_) {
     return;
   }
   if (!capture_underway()) trim();
@@ -518,7 +519,7 @@ void DeviceState::set_memory_fraction(double fraction) {
   TORCH_CHECK_VALUE(fraction >= 0 && fraction <= 1, "cuvmm_torch: invalid memory fraction ", fraction,
                     ": it must be between 0 and 1");
   fraction_ = fraction;
-  limit_ = fraction < 1 ? static_cast<std::size_t>(fraction * static_cast<double>(device_total_memory())) : 0;
+  limit_ = fraction < 1 ? static_cast<std::size_t>(fraction * static_cast<double>(device_total_memory())) : no_limit;
 }
 
 void DeviceState::count_allocated(const Block& block, bool up) {
@@ -600,7 +601,7 @@ std::size_t DeviceState::largest_cached_block() {
     held = s.bytes_physical.current - std::min(s.bytes_physical.current, s.bytes_requested.current);
   }
   std::size_t largest = free + held;
-  if (limit_ != 0) {
+  if (limit_ != no_limit) {
     auto const reserved = static_cast<std::size_t>(std::max<std::int64_t>(0, stats_.reserved_bytes[0].current));
     largest = std::min(largest, limit_ > reserved ? limit_ - reserved + held : held);
   }

@@ -110,7 +110,10 @@ struct PoolCheckpoint final : c10::cuda::CUDACachingAllocator::AllocatorState {
 
 class DeviceState {
  public:
-  explicit DeviceState(int device) : device_(device) {}
+  /// `fraction`: the share of the device the process may hold (PYTORCH_CUDA_ALLOC_CONF's
+  /// per_process_memory_fraction); its byte limit is computed when the arena is made, so that
+  /// making the state touches no device.
+  explicit DeviceState(int device, double fraction = 1.0) : device_(device), fraction_(fraction) {}
   DeviceState(const DeviceState&) = delete;
   DeviceState& operator=(const DeviceState&) = delete;
   ~DeviceState() = default;  // never run: the states are leaked (see the note at the top)
@@ -187,7 +190,8 @@ class DeviceState {
   std::vector<cudaEvent_t> spare_events_;
   DeviceStats stats_;
   double fraction_ = 1.0;
-  std::size_t limit_ = 0;  // bytes; 0: none
+  static constexpr std::size_t no_limit = static_cast<std::size_t>(-1);
+  std::size_t limit_ = no_limit;  // bytes the process may hold on the device (a fraction of 0: none)
   std::size_t total_memory_ = 0;
   std::int64_t device_alloc_base_ = 0;  // the Arena's chunk counts at the last reset_accumulated
   std::int64_t device_free_base_ = 0;

@@ -1,6 +1,7 @@
 // cuda_allocator.cpp: see cuda_allocator.hpp.
 #include "cuda_allocator.hpp"
 
+#include <c10/cuda/CUDAAllocatorConfig.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -14,6 +15,9 @@ namespace cuvmm_torch {
 namespace {
 
 void delete_pointer(void* ptr) { CuvmmAllocator::instance()->free_pointer(ptr, false); }
+// A distinct deleter for memory made while caching was off: record_stream ignores it, as PyTorch's
+// allocator ignores its uncached memory.
+void delete_uncached(void* ptr) { CuvmmAllocator::instance()->free_pointer(ptr, false); }
 
 std::string pool_text(MempoolId_t id) { return "(" + std::to_string(id.first) + ", " + std::to_string(id.second) + ")"; }
 
@@ -34,7 +38,10 @@ DeviceState& CuvmmAllocator::state(c10::DeviceIndex device) {
 
 void CuvmmAllocator::init(int device_count) {
   std::lock_guard const lock(mutex_);
-  for (auto i = static_cast<int>(states_.size()); i < device_count; ++i) states_.push_back(std::make_unique<DeviceState>(i));
+  double const fraction = c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::per_process_memory_fraction();
+  for (auto i = static_cast<int>(states_.size()); i < device_count; ++i) {
+    states_.push_back(std::make_unique<DeviceState>(i, fraction));
+  }
   initialized_ = true;
 }
 
@@ -66,6 +73,10 @@ c10::DataPtr CuvmmAllocator::allocate(size_t n) {
   TORCH_CHECK_WITH(OutOfMemoryError, n < one_exbibyte, "CUDA out of memory. Tried to allocate more than 1EB memory. (cuvmm: ",
                    n, " bytes)");
   c10::DeviceIndex const device = c10::cuda::current_device();
+  if (!enabled_) {
+    void* const p = n == 0 ? nullptr : allocate_uncached(n);
+    return {p, p, &delete_uncached, c10::Device(c10::DeviceType::CUDA, device)};
+  }
   void* const p = n == 0 ? nullptr : allocate_on(device, n, c10::cuda::getCurrentCUDAStream(device).stream());
   return {p, p, &delete_pointer, c10::Device(c10::DeviceType::CUDA, device)};
 }
@@ -83,7 +94,22 @@ void* CuvmmAllocator::raw_alloc(size_t nbytes) {
 
 void* CuvmmAllocator::raw_alloc_with_stream(size_t nbytes, cudaStream_t stream) {
   if (nbytes == 0) return nullptr;
+  if (!enabled_) return allocate_uncached(nbytes);
   return allocate_on(c10::cuda::current_device(), nbytes, stream);
+}
+
+void* CuvmmAllocator::allocate_uncached(size_t nbytes) {
+  void* p = nullptr;
+  cudaError_t const status = cudaMalloc(&p, nbytes);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", nbytes,
+                     " bytes with caching turned off (cudaMalloc)");
+  }
+  C10_CUDA_CHECK(status);
+  std::lock_guard const lock(mutex_);
+  uncached_.insert(p);
+  return p;
 }
 
 void CuvmmAllocator::raw_delete(void* ptr) { free_pointer(ptr, true); }
@@ -92,6 +118,14 @@ void CuvmmAllocator::free_pointer(void* ptr, bool throw_if_unknown) {
   if (ptr == nullptr) return;
   std::lock_guard const lock(mutex_);
   auto const it = live_.find(ptr);
+  if (it == live_.end() && uncached_.erase(ptr) == 1) {
+    cudaError_t const status = cudaFree(ptr);
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      std::fprintf(stderr, "cuvmm_torch: cudaFree(%p) failed: %s\n", ptr, cudaGetErrorString(status));
+    }
+    return;
+  }
   if (it == live_.end()) {
     TORCH_CHECK(!throw_if_unknown, "cuvmm_torch: invalid device pointer ", ptr, " (not allocated by cuvmm, or freed)");
     std::fprintf(stderr, "cuvmm_torch: freeing %p, which cuvmm did not allocate (or freed already): ignored\n", ptr);

@@ -12,6 +12,10 @@
 // torch._C._cuda_changeCurrentAllocator before CUDA is initialized; never destroyed (tensors are
 // freed during interpreter shutdown). One recursive lock guards every call: PyTorch may call back
 // into the allocator from an out-of-memory observer.
+//
+// torch.cuda.caching_allocator_enable(False) turns caching off as it does for PyTorch's allocator:
+// until it is turned on again, requests go straight to cudaMalloc and frees to cudaFree, outside
+// the Arena and the statistics.
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -20,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "allocator_state.hpp"
@@ -100,12 +105,14 @@ class CuvmmAllocator final : public c10::cuda::CUDACachingAllocator::CUDAAllocat
   CuvmmAllocator() = default;
   DeviceState& state(c10::DeviceIndex device);
   void* allocate_on(c10::DeviceIndex device, size_t nbytes, cudaStream_t stream);
+  void* allocate_uncached(size_t nbytes);  // cudaMalloc, while caching is off
 
   std::recursive_mutex mutex_;
   bool initialized_ = false;
   bool enabled_ = true;
   std::vector<std::unique_ptr<DeviceState>> states_;
   std::unordered_map<void*, Block> live_;  // every live block, all devices
+  std::unordered_set<void*> uncached_;     // live cudaMalloc allocations made while caching was off
   std::vector<c10::cuda::CUDACachingAllocator::OutOfMemoryObserver> oom_observers_;
 };
 
