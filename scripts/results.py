@@ -278,7 +278,8 @@ def bench_growth_rows(f: Folder) -> list[list[str]]:
             b = runs.get((strategy, target, append))
             return f"{b['real_time'] / base['real_time']:.3f}" if b and b.get("completed") == 1 else "did not fit"
         copy = runs.get(("cudaMalloc_copy_grow_2x", target, append))
-        rows.append([f"{size(round(grow['size_GiB'] * GIB))} in {size(grow['append_bytes'])}", f"{grow['iterations']}",
+        rows.append([f"{size(round(grow['size_GiB'] * GIB))} in {size(grow['append_bytes'])}",
+                     f"{grow.get('processes', 1)} × {grow['iterations']}",
                      f"{limit['real_time']:.2f}", over("growable", limit),
                      over("growable_no_map_ahead", limit), over("cudaMalloc_copy_grow_2x", limit),
                      over("growable", copy) if copy and copy.get("completed") == 1 else "-",
@@ -286,13 +287,13 @@ def bench_growth_rows(f: Folder) -> list[list[str]]:
     return rows
 
 
-BENCH_GROWTH_HEADER = ["growth", "iterations", "preallocated ms", "growable / preallocated", "no mapping ahead / preallocated",
+BENCH_GROWTH_HEADER = ["growth", "processes × iterations", "preallocated ms", "growable / preallocated", "no mapping ahead / preallocated",
                        "copy-and-grow 2x / preallocated", "growable / copy-and-grow 2x", "p99 append µs",
                        "peak memory / size"]
-BENCH_GROWTH_TEXT = ("`bench/bench_growth` (`bench_growth.json`), each benchmark in a fresh process, mean of its "
-                     "iterations (`CUVMM_BENCH_ITERATIONS` in the JSON's counters: from the second iteration on, one "
-                     "may pay for part of the previous one's teardown, which the driver finishes lazily); the "
-                     "buffer's time over the same appends and fills into preallocated memory:")
+BENCH_GROWTH_TEXT = ("`bench/bench_growth` (`bench_growth.json`): each benchmark run in fresh processes (\"processes × "
+                     "iterations\"), the process with the median time kept (`bench/merge_runs.py --median`); with one "
+                     "iteration per process no run pays for an earlier one's teardown, which the driver finishes "
+                     "lazily. The buffer's time over the same appends and fills into preallocated memory:")
 
 
 def folder_readme(f: Folder) -> str:
