@@ -11,7 +11,9 @@
 //   5. cuvmm::RmmArenaResource (cuvmm/rmm_arena_resource.hpp): a device_uvector through it holds
 //      a kernel's writes; a request the Arena cannot back throws rmm::out_of_memory (what RAPIDS
 //      code catches to spill or retry), directly and through rmm::device_buffer, while
-//      ArenaResource throws cuvmm::OutOfMemory, which RMM code does not catch as rmm::out_of_memory.
+//      ArenaResource throws cuvmm::OutOfMemory, which RMM code does not catch as rmm::out_of_memory;
+//   6. the resource contract (resource_contract.hpp: basic, allocation, out of memory,
+//      multi-threaded) on device memory, on eight streams of its own.
 // Exit status: 0 all passed, 1 a check failed, 77 no CUDA device (skipped: prints why).
 #include <cuvmm/arena.hpp>
 #include <cuvmm/arena_resource.hpp>
@@ -25,9 +27,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <vector>
+
+#include "resource_contract.hpp"
 
 // RMM 26 brings CCCL 3.1 or newer: the adapter must have picked the newer names.
 static_assert(CUVMM_CCCL_SYNCHRONOUS_RESOURCE_NAMES == 1, "RMM 26 is built on CCCL 3.1 or newer");
@@ -40,6 +45,41 @@ void check(bool ok, const char* what) {
   std::printf("%s %s\n", ok ? "  ok  " : "  FAIL", what);
   if (!ok) ++failures;
 }
+
+/// Device memory: set with cudaMemsetAsync on the stream, read back (its ends) with copies after it.
+class DeviceMemory final : public contract::ContractMemory {
+ public:
+  DeviceMemory() {
+    for (cudaStream_t& s : streams_) cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  }
+  ~DeviceMemory() override {
+    for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+  }
+  void fill(void* p, std::size_t bytes, unsigned char value, cuda::stream_ref stream) override {
+    if (cudaMemsetAsync(p, value, bytes, stream.get()) != cudaSuccess) ++errors;
+  }
+  bool holds(const void* p, std::size_t bytes, unsigned char value, cuda::stream_ref stream) override {
+    std::size_t const n = bytes < 64 ? bytes : 64;
+    unsigned char head[64];
+    unsigned char tail[64];
+    auto const* const b = static_cast<const unsigned char*>(p);
+    if (cudaMemcpyAsync(head, b, n, cudaMemcpyDeviceToHost, stream.get()) != cudaSuccess ||
+        cudaMemcpyAsync(tail, b + bytes - n, n, cudaMemcpyDeviceToHost, stream.get()) != cudaSuccess ||
+        cudaStreamSynchronize(stream.get()) != cudaSuccess) {
+      ++errors;
+      return false;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (head[i] != value || tail[i] != value) return false;
+    }
+    return true;
+  }
+  cuda::stream_ref stream(int i) override { return cuda::stream_ref{streams_[static_cast<std::size_t>(i)]}; }
+  std::atomic<int> errors{0};
+
+ private:
+  cudaStream_t streams_[8] = {};
+};
 
 __global__ void fill_squares(int* out, int n) {
   int const i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -156,6 +196,18 @@ int main() {
           "RmmArenaResource: the failed requests left nothing allocated, within byte_limit");
     stream.synchronize();
     small.release_stream(stream.value());
+  }
+  {
+    std::printf("the resource contract, device memory:\n");
+    DeviceMemory memory;  // made before the arenas: they wait for its streams when they go
+    cuvmm::Arena main_arena;
+    cuvmm::Arena other_arena;
+    cuvmm::ArenaOptions limited_options;
+    limited_options.byte_limit = std::size_t{256} << 20;
+    cuvmm::Arena limited(limited_options);
+    failures += contract::check_resource_contract(main_arena, other_arena, limited, std::size_t{256} << 20, memory);
+    check(memory.errors.load() == 0, "contract: every CUDA call of the checks succeeded");
+    cudaDeviceSynchronize();
   }
   std::printf("rmm_consumer: %d failed; Arena peak %zu bytes requested\n", failures,
               arena.stats().bytes_requested.peak);
