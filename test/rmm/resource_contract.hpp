@@ -6,8 +6,9 @@
 // (test/rmm/rmm_arena_resource_host.cpp, memset and memcmp) and on a GPU (test/rmm/rmm_consumer.cu,
 // cudaMemsetAsync and copies back).
 //
-// check_resource_contract() prints one line per check ("  ok  " or "  FAIL") and returns the
-// number that failed. `limited` must allow at most `limit` bytes (its byte_limit) and hold nothing.
+// check_resource_contract() prints one line per check ("  ok  " or "  FAIL", through report(),
+// which the programs use for their own checks too) and returns `failures`, the tally of every
+// report() so far. `limited` must allow at most `limit` bytes (its byte_limit) and hold nothing.
 #pragma once
 
 #include <cuvmm/arena.hpp>

@@ -39,12 +39,7 @@ static_assert(CUVMM_CCCL_SYNCHRONOUS_RESOURCE_NAMES == 1, "RMM 26 is built on CC
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what) {
-  std::printf("%s %s\n", ok ? "  ok  " : "  FAIL", what);
-  if (!ok) ++failures;
-}
+using contract::report;  // one tally for these checks and the contract's
 
 /// Device memory: set with cudaMemsetAsync on the stream, read back (its ends) with copies after it.
 class DeviceMemory final : public contract::ContractMemory {
@@ -102,8 +97,8 @@ int main() {
     {
       int const n = 1 << 15;  // i * i fits an int
       rmm::device_uvector<int> squares(n, s, resource);
-      check(arena.stats().allocations.current == 1, "device_uvector: one live Arena allocation");
-      check(arena.stats().bytes_requested.current == n * sizeof(int), "device_uvector: the Arena holds its 128 KiB");
+      report(arena.stats().allocations.current == 1, "device_uvector: one live Arena allocation");
+      report(arena.stats().bytes_requested.current == n * sizeof(int), "device_uvector: the Arena holds its 128 KiB");
       cudaMemsetAsync(squares.data(), 0xFF, n * sizeof(int), stream.value());  // poison
       fill_squares<<<(n + 255) / 256, 256, 0, stream.value()>>>(squares.data(), n);
       std::vector<int> host(n);
@@ -111,30 +106,30 @@ int main() {
       stream.synchronize();
       bool all = true;
       for (int i = 0; i < n; ++i) all = all && host[i] == i * i;
-      check(all, "device_uvector: a kernel's writes read back (i * i for 2^15 values)");
-      check(squares.element(12345, s) == 12345 * 12345, "device_uvector::element reads 152399025");
+      report(all, "device_uvector: a kernel's writes read back (i * i for 2^15 values)");
+      report(squares.element(12345, s) == 12345 * 12345, "device_uvector::element reads 152399025");
 
       rmm::device_buffer buffer(1000, s, resource);
-      check(arena.stats().allocations.current == 2, "device_buffer: a second live Arena allocation");
-      check(arena.stats().bytes_requested.current == n * sizeof(int) + 1000, "device_buffer: 1000 more bytes");
+      report(arena.stats().allocations.current == 2, "device_buffer: a second live Arena allocation");
+      report(arena.stats().bytes_requested.current == n * sizeof(int) + 1000, "device_buffer: 1000 more bytes");
       buffer.resize(3 * 1024 * 1024, s);
-      check(buffer.size() == 3 * 1024 * 1024, "device_buffer::resize to 3 MiB");
-      check(arena.stats().bytes_requested.current == n * sizeof(int) + 3 * 1024 * 1024,
-            "device_buffer::resize: the Arena holds the new size, the old one was freed");
+      report(buffer.size() == 3 * 1024 * 1024, "device_buffer::resize to 3 MiB");
+      report(arena.stats().bytes_requested.current == n * sizeof(int) + 3 * 1024 * 1024,
+             "device_buffer::resize: the Arena holds the new size, the old one was freed");
     }
-    check(arena.stats().allocations.current == 0, "destroyed containers freed their Arena memory");
+    report(arena.stats().allocations.current == 0, "destroyed containers freed their Arena memory");
 
     // The Arena as the current device resource (RMM keeps a copy of the view until reset).
     (void)rmm::mr::set_current_device_resource(resource);
     {
       rmm::device_uvector<float> implicit(1000, s);
-      check(arena.stats().allocations.current == 1, "current device resource: a device_uvector without a resource");
+      report(arena.stats().allocations.current == 1, "current device resource: a device_uvector without a resource");
     }
     rmm::mr::reset_current_device_resource();
     stream.synchronize();
     arena.release_stream(stream.value());  // before the stream is destroyed (Arena's stream contract)
   }
-  check(arena.stats().allocations.current == 0, "no live Arena allocation at the end");
+  report(arena.stats().allocations.current == 0, "no live Arena allocation at the end");
 
   // 5. RmmArenaResource over an Arena that may hold 64 MiB.
   {
@@ -149,8 +144,8 @@ int main() {
       rmm::device_uvector<int> squares(n, s, rmm_resource);
       cudaMemsetAsync(squares.data(), 0xFF, n * sizeof(int), stream.value());  // poison
       fill_squares<<<(n + 255) / 256, 256, 0, stream.value()>>>(squares.data(), n);
-      check(squares.element(321, s) == 321 * 321, "RmmArenaResource: a device_uvector holds a kernel's writes (103041)");
-      check(small.stats().allocations.current == 1, "RmmArenaResource: its storage is an Arena allocation");
+      report(squares.element(321, s) == 321 * 321, "RmmArenaResource: a device_uvector holds a kernel's writes (103041)");
+      report(small.stats().allocations.current == 1, "RmmArenaResource: its storage is an Arena allocation");
     }
     std::size_t const too_much = std::size_t{128} << 20;
     bool rmm_oom = false;
@@ -162,8 +157,8 @@ int main() {
       names_arena = std::strstr(e.what(), "Arena::allocate") != nullptr;
     } catch (...) {
     }
-    check(rmm_oom, "RmmArenaResource: 128 MiB beyond a 64 MiB byte_limit throws rmm::out_of_memory");
-    check(names_arena, "RmmArenaResource: its message is the Arena's (names Arena::allocate)");
+    report(rmm_oom, "RmmArenaResource: 128 MiB beyond a 64 MiB byte_limit throws rmm::out_of_memory");
+    report(names_arena, "RmmArenaResource: its message is the Arena's (names Arena::allocate)");
     bool sync_oom = false;
     try {
       (void)rmm_resource.allocate_sync(too_much, 256);
@@ -171,7 +166,7 @@ int main() {
       sync_oom = true;
     } catch (...) {
     }
-    check(sync_oom, "RmmArenaResource: allocate_sync throws rmm::out_of_memory too");
+    report(sync_oom, "RmmArenaResource: allocate_sync throws rmm::out_of_memory too");
     bool buffer_oom = false;
     try {
       rmm::device_buffer buffer(too_much, s, rmm_resource);
@@ -179,7 +174,7 @@ int main() {
       buffer_oom = true;
     } catch (...) {
     }
-    check(buffer_oom, "RmmArenaResource: an rmm::device_buffer too large throws rmm::bad_alloc (out_of_memory)");
+    report(buffer_oom, "RmmArenaResource: an rmm::device_buffer too large throws rmm::bad_alloc (out_of_memory)");
     // Without it: ArenaResource throws cuvmm::OutOfMemory, which is no rmm::out_of_memory.
     cuvmm::ArenaResource plain(small);
     bool plain_is_rmm = false;
@@ -191,9 +186,9 @@ int main() {
     } catch (const cuvmm::OutOfMemory&) {
       plain_is_cuvmm = true;
     }
-    check(!plain_is_rmm && plain_is_cuvmm, "ArenaResource alone throws cuvmm::OutOfMemory, not rmm::out_of_memory");
-    check(small.stats().allocations.current == 0 && small.stats().bytes_physical.current <= std::size_t{64} << 20,
-          "RmmArenaResource: the failed requests left nothing allocated, within byte_limit");
+    report(!plain_is_rmm && plain_is_cuvmm, "ArenaResource alone throws cuvmm::OutOfMemory, not rmm::out_of_memory");
+    report(small.stats().allocations.current == 0 && small.stats().bytes_physical.current <= std::size_t{64} << 20,
+           "RmmArenaResource: the failed requests left nothing allocated, within byte_limit");
     stream.synchronize();
     small.release_stream(stream.value());
   }
@@ -205,11 +200,11 @@ int main() {
     cuvmm::ArenaOptions limited_options;
     limited_options.byte_limit = std::size_t{256} << 20;
     cuvmm::Arena limited(limited_options);
-    failures += contract::check_resource_contract(main_arena, other_arena, limited, std::size_t{256} << 20, memory);
-    check(memory.errors.load() == 0, "contract: every CUDA call of the checks succeeded");
+    contract::check_resource_contract(main_arena, other_arena, limited, std::size_t{256} << 20, memory);
+    report(memory.errors.load() == 0, "contract: every CUDA call of the checks succeeded");
     cudaDeviceSynchronize();
   }
-  std::printf("rmm_consumer: %d failed; Arena peak %zu bytes requested\n", failures,
+  std::printf("rmm_consumer: %d failed; Arena peak %zu bytes requested\n", contract::failures,
               arena.stats().bytes_requested.peak);
-  return failures == 0 ? 0 : 1;
+  return contract::failures == 0 ? 0 : 1;
 }
