@@ -15,7 +15,7 @@ the _allocator extension): torch.cuda.memory_allocated/memory_stats/reset_peak_m
 Tensor.record_stream, CUDA graphs and their private pools (torch.cuda.graph,
 make_graphed_callables, torch.compile(mode="reduce-overhead")), empty_cache,
 set_per_process_memory_fraction and torch.cuda.MemPool work as with PyTorch's allocator. What it
-cannot do (CUDA IPC, memory history, peer access between devices) raises a RuntimeError naming it.
+cannot do (CUDA IPC, allocator trace trackers, peer access between devices) raises a RuntimeError naming it.
 
 An allocation the arena cannot serve raises torch.OutOfMemoryError, as with PyTorch's own allocator,
 after the arena gave its cached pages back; the process keeps working.
