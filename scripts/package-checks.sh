@@ -131,8 +131,10 @@ step_pkgconfig() {
 
 step_cmake() {
   rm -rf "$out/cmake"
+  local expect_nccl=OFF
+  if compgen -G "$prefix/lib/libcuvmm_nccl.so.*" > /dev/null; then expect_nccl=ON; fi
   quiet cmake-configure cmake -S test/consumer -B "$out/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
-    -DCUVMM_EXPECTED_VERSION="$(project_version)" &&
+    -DCUVMM_EXPECTED_VERSION="$(project_version)" -DCUVMM_EXPECT_NCCL=$expect_nccl &&
     quiet cmake-build cmake --build "$out/cmake" -j 2 &&
     quiet cmake-test ctest --test-dir "$out/cmake" --output-on-failure &&
     grep -h 'cuvmm .* from ' "$logs/cmake-configure.log" | sed 's/^-- /cmake: find_package(cuvmm CONFIG): /' &&

@@ -2,7 +2,8 @@
 """Generates the pages that show cuvmm's measured results, from the JSON that made them.
 
 Each folder bench/results/<gpu>/ holds what `cuvmm-plan --profile full --out DIR` wrote on one kind of
-GPU (plan.json, the CSVs, the plots) and, where measured, bench_compression's JSON (compression.json).
+GPU (plan.json, the CSVs, the plots) and, where measured, bench_compression's JSON (compression.json)
+and bench_growth's (bench_growth.json: one benchmark per fresh process, merged by bench/merge_runs.py).
 From them this script writes:
   - bench/results/<gpu>/README.md, whole;
   - the part of docs/performance.md between `<!-- results:begin -->` and `<!-- results:end -->`;
@@ -65,6 +66,8 @@ class Folder:
         self.plan = json.loads((path / "plan.json").read_text(encoding="utf-8"))
         compression = path / "compression.json"
         self.compression = json.loads(compression.read_text(encoding="utf-8")) if compression.exists() else None
+        bench_growth = path / "bench_growth.json"
+        self.bench_growth = json.loads(bench_growth.read_text(encoding="utf-8")) if bench_growth.exists() else None
         self.device = self.plan["device"]["name"]
 
     def growth(self, strategy: str, target: int, append: int) -> dict | None:
@@ -253,6 +256,46 @@ def compression_rows(f: Folder) -> list[list[str]]:
 COMPRESSION_HEADER = ["operation", "data", "ordinary GB/s", "compressible GB/s", "compressible / ordinary"]
 
 
+def bench_growth_rows(f: Folder) -> list[list[str]]:
+    """bench_growth: GrowableBuffer with and without mapping ahead against preallocated memory and
+    cudaMalloc copy-and-grow 2x, for each growth measured (mean of the benchmark's iterations)."""
+    if not f.bench_growth:
+        return []
+    runs = {}
+    for b in f.bench_growth["benchmarks"]:
+        if b.get("error_occurred") or b.get("run_type") == "aggregate":
+            continue
+        _, strategy, target, append = b["name"].split("/")[:4]
+        runs[(strategy, target, append)] = b
+    cases = sorted({(b["size_GiB"], b["append_bytes"], t, a) for (s, t, a), b in runs.items()})
+    rows = []
+    for _, _, target, append in cases:
+        limit = runs.get(("preallocated", target, append))
+        grow = runs.get(("growable", target, append))
+        if not limit or not grow:
+            continue
+        def over(strategy: str, base: dict) -> str:
+            b = runs.get((strategy, target, append))
+            return f"{b['real_time'] / base['real_time']:.3f}" if b and b.get("completed") == 1 else "did not fit"
+        copy = runs.get(("cudaMalloc_copy_grow_2x", target, append))
+        rows.append([f"{size(round(grow['size_GiB'] * GIB))} in {size(grow['append_bytes'])}",
+                     f"{grow.get('processes', 1)} × {grow['iterations']}",
+                     f"{limit['real_time']:.2f}", over("growable", limit),
+                     over("growable_no_map_ahead", limit), over("cudaMalloc_copy_grow_2x", limit),
+                     over("growable", copy) if copy and copy.get("completed") == 1 else "-",
+                     f"{grow['p99_append_us']:.0f}", f"{grow['peak_over_size']:.3f}"])
+    return rows
+
+
+BENCH_GROWTH_HEADER = ["growth", "processes × iterations", "preallocated ms", "growable / preallocated", "no mapping ahead / preallocated",
+                       "copy-and-grow 2x / preallocated", "growable / copy-and-grow 2x", "p99 append µs",
+                       "peak memory / size"]
+BENCH_GROWTH_TEXT = ("`bench/bench_growth` (`bench_growth.json`): each benchmark run in fresh processes (\"processes × "
+                     "iterations\"), the process with the median time kept (`bench/merge_runs.py --median`); with one "
+                     "iteration per process no run pays for an earlier one's teardown, which the driver finishes "
+                     "lazily. The buffer's time over the same appends and fills into preallocated memory:")
+
+
 def folder_readme(f: Folder) -> str:
     p = f.plan
     dev = p["device"]
@@ -269,6 +312,8 @@ def folder_readme(f: Folder) -> str:
            "| `trace.csv`, `trace_memory.csv`, `trace_memory.png` | the allocation trace and memory held over it |"]
     if f.compression:
         out.append("| `compression.json` | `bench/bench_compression`: compressible against ordinary memory |")
+    if f.bench_growth:
+        out.append("| `bench_growth.json` | `bench/bench_growth`: growth with and without mapping ahead, per process |")
     out += ["", "## Growth", "", "`GrowableBuffer` against the same appends into preallocated memory and "
             "cudaMalloc copy-and-grow 2x:", ""]
     out += table(GROWTH_HEADER, growth_rows(f))
@@ -296,6 +341,10 @@ def folder_readme(f: Folder) -> str:
     lines = recommendation_lines(f)
     if lines:
         out += ["", "## Recommendation", ""] + lines
+    rows = bench_growth_rows(f)
+    if rows:
+        out += ["", "## Growth, one benchmark per process", "", BENCH_GROWTH_TEXT, ""]
+        out += table(BENCH_GROWTH_HEADER, rows)
     rows = compression_rows(f)
     if rows:
         out += ["", "## Compressible memory", "", "`bench/bench_compression` (`compression.json`; "
@@ -323,6 +372,10 @@ def performance_section(folders: list[Folder]) -> list[str]:
         lines = recommendation_lines(f)
         if lines:
             out += ["", "cuvmm-plan's recommendation there:", ""] + lines
+        rows = bench_growth_rows(f)
+        if rows:
+            out += ["", BENCH_GROWTH_TEXT, ""]
+            out += table(BENCH_GROWTH_HEADER, rows)
         rows = compression_rows(f)
         if rows:
             out += ["", "Compressible memory (`bench/bench_compression`):", ""]

@@ -57,7 +57,8 @@ run_suites() {  # run_suites BUILD_DIR SUITE...: fresh reports, then meson test
 
 # 1. The plain build: unit, gpu, ipc and tools suites.
 # Device code for sm_90 only in the test builds (the install build in step 3 makes every architecture).
-step "configure build" configure build -Dtests=enabled -Dmpi=enabled -Dgpu_architectures=90
+# NCCL is required here: libcuvmm_nccl builds against the CUDA toolkit's NCCL (or -Dnccl_root).
+step "configure build" configure build -Dtests=enabled -Dmpi=enabled -Dnccl=enabled -Dgpu_architectures=90
 step "compile build" meson compile -C build
 step "test build (unit, gpu, ipc, tools, examples)" run_suites build unit gpu ipc tools examples
 # cuvmm-plan's HTML report as a reader meets it: the host-backend report opened in headless Chromium
@@ -130,6 +131,9 @@ step "RMM 26 consumer (librmm-cu13 wheel): compile, link, run (SKIPPED without a
 # against torch 2.11 in a fresh venv under build-torch/), installed into another fresh venv and with
 # --target and --prefix, its package and host-backend checks there (test/torch/run_cpu_tests.sh).
 step "PyTorch package (no GPU)" bash test/torch/run_cpu_tests.sh build
+# The runner of PyTorch's own allocator tests (test/torch/pytorch-suite.sh) on stand-ins: selection,
+# both modes, a crash and a hang costing only their own test, the comparison.
+step "PyTorch test-suite runner (stand-ins, no GPU)" python3 test/torch/pytorch_suite_selftest.py
 
 # 4. libFuzzer (clang, ASan+UBSan) over every test/fuzz/fuzz_*.cpp target: the Arena's operation
 # sequences, the IPC decoder and importer, the trace reader; each checks its own invariants.

@@ -90,6 +90,7 @@ DeviceReport report(const cuvmm::DeviceCaps& caps) {
       yes_no("multicast", "multicast", caps.multicast),
       yes_no("generic compression", "generic_compression", caps.generic_compression),
       yes_no("GPUDirect RDMA with VMM", "gpu_direct_rdma_with_vmm", caps.gpu_direct_rdma_with_vmm),
+      yes_no("dmabuf export", "dma_buf", caps.dma_buf),
       yes_no("IMEX channel present", "imex_channel_present", caps.imex_channel_present),
       granularity_row("granularity", "granularity", caps.granularity),
       granularity_row("POSIX fd granularity", "posix_fd_granularity", caps.posix_fd_granularity),

@@ -21,7 +21,9 @@
 // it, the arena waits on the host for that event. It never synchronizes the whole device. Work on
 // other streams that still uses memory being freed is the caller's to order, as with cudaFreeAsync.
 // A stream that freed memory into the arena must outlive that memory's reuse: call
-// release_stream(s) before destroying s.
+// release_stream(s) before destroying s. While a stream captures a CUDA graph, no event can be
+// recorded on it: what it freed is not handed to other streams, nor unmapped, until the capture
+// ends (an allocation that would have to wait for it throws cuvmm::Unsupported instead).
 //
 // Thread-safe. Each stream has a front: small blocks it freed, reused by its next requests of the
 // same size class under that front's own lock; everything else takes the arena's one lock (the
@@ -49,6 +51,7 @@
 #include <vector>
 
 #include <cuvmm/backend.hpp>
+#include <cuvmm/growth_observer.hpp>
 #include <cuvmm/types.hpp>
 
 namespace cuvmm {
@@ -107,6 +110,11 @@ struct ArenaOptions {
   /// not grant it), or required (a page that is not granted compression is refused with
   /// cuvmm::Unsupported, and the request with it).
   Compression compression = Compression::none;
+  /// Handle types every page must be exportable as (POSIX fd, fabric), as NCCL's own VMM memory asks.
+  HandleType shareable = HandleType::none;
+  /// Pages usable by GPUDirect RDMA (ChunkProperties::gpu_direct_rdma): for memory a NIC registers.
+  /// Refused with cuvmm::Unsupported where the device does not report RDMA support for VMM memory.
+  bool gpu_direct_rdma = false;
   /// Who may access the memory. Empty: read-write for `device`.
   std::vector<AccessGrant> access{};
   /// Largest allocation of whole small pages that a stream's front keeps for that stream's next
@@ -227,6 +235,15 @@ class Arena {
   /// stale mapping, and releases every page not backing a live allocation. Returns the bytes
   /// given back.
   std::size_t trim();
+  /// Attaches a growth observer (growth_observer.hpp): told of every page mapped now and of each
+  /// page the arena maps later (after the map and access grant, before the allocate() that maps it
+  /// returns), and before a page leaves its addresses (unmapped, or moved elsewhere: its old
+  /// mapping is then no longer in use). Each report is one page (BackedRange::offset: from the
+  /// arena's range). An observer that throws fails that allocate() (the arena holds no more than
+  /// before). Observers are called under the arena's lock: they must not call the arena.
+  void add_observer(std::shared_ptr<GrowthObserver> observer);
+  /// Withdraws every mapped page from `observer` and detaches it; false if it was not attached.
+  bool remove_observer(const GrowthObserver& observer) noexcept;
   /// Hands everything `stream` freed to the arena as a whole (waiting for the stream's work on the
   /// host) and forgets the stream. Call it before destroying a stream that freed arena memory.
   void release_stream(Stream stream);

@@ -44,6 +44,7 @@ struct DeviceCaps {
   bool multicast = false;                 ///< ..._MULTICAST_SUPPORTED
   bool generic_compression = false;       ///< ..._GENERIC_COMPRESSION_SUPPORTED
   bool gpu_direct_rdma_with_vmm = false;  ///< ..._GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+  bool dma_buf = false;                   ///< ..._DMA_BUF_SUPPORTED: ranges exportable as dmabuf fds (dmabuf.hpp)
   bool imex_channel_present = false;      ///< a channel device exists under imex_channel_directory()
 
   Granularity granularity;              ///< plain device chunks

@@ -41,6 +41,7 @@ enum class ErrorDomain {
   posix,  ///< an errno from the operating system
   cuvmm,  ///< cuvmm's own check: code is an ErrorCode
   mpi,    ///< an MPI error code (libcuvmm_mpi)
+  nccl,   ///< an ncclResult_t (libcuvmm_nccl)
 };
 
 /// The kinds of failure cuvmm itself detects (ErrorDomain::cuvmm): Error::code() holds one.

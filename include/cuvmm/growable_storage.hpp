@@ -27,6 +27,11 @@
 //     at most for the thread's current driver call, then finishing it itself); capacity(), data()
 //     and the strong guarantee are as without it, and a preparation that failed is redone by that
 //     growth. Shrinking, grant_access(), moves and destruction give the prepared step back.
+//  9. Observers (growth_observer.hpp) attached with add_observer() are told of each chunk after it
+//     is mapped and before the growth returns, and before it is unmapped; one that throws undoes
+//     the growth (invariant 2). A step prepared ahead is reported when a growth takes it into
+//     capacity(), never while it lies beyond capacity(). Observers are called on the caller's
+//     thread only, and move with the storage.
 // It knows nothing of element types, sizes in use or streams: GrowableBuffer<T> keeps those.
 #pragma once
 
@@ -39,6 +44,7 @@
 
 #include <cuvmm/address_range.hpp>
 #include <cuvmm/backend.hpp>
+#include <cuvmm/growth_observer.hpp>
 #include <cuvmm/growth_policy.hpp>
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
@@ -84,8 +90,16 @@ struct GrowableOptions {
   std::vector<AccessGrant> access{};
   /// Cap on the size of one chunk (rounded to the granularity).
   std::size_t max_chunk_bytes = default_max_chunk_bytes;
-  /// Handle types every chunk must be exportable as (for sharing between processes).
+  /// Handle types every chunk must be exportable as (for sharing between processes; NCCL's own
+  /// VMM memory asks for posix_fd, and fabric where the device has it).
   HandleType shareable = HandleType::none;
+  /// Chunks usable by GPUDirect RDMA (ChunkProperties::gpu_direct_rdma): for memory that a NIC
+  /// registers (NCCL's network transports, ibv_reg_dmabuf_mr). Unsupported where the device does not
+  /// report RDMA support for VMM memory.
+  bool gpu_direct_rdma = false;
+  /// Which of the backend's granularities sizes the chunks: minimum (the default), or the
+  /// recommended one, which NCCL uses for its own VMM memory (larger on some devices).
+  GranularityKind granularity = GranularityKind::minimum;
   /// Generic compression of every chunk: none, preferred (fall back to ordinary memory where the
   /// device does not grant it; GrowableStats says how many bytes fell back) or required (a growth
   /// step that gets an uncompressed chunk throws cuvmm::Unsupported and changes nothing).
@@ -248,9 +262,21 @@ class GrowableStorage {
   /// Whether shrink_to(bytes) would release anything (the last chunk is not needed for `bytes`).
   [[nodiscard]] bool can_shrink_to(std::size_t bytes) const noexcept;
 
-  /// Unmaps and releases the tail chunks not needed to hold `bytes`. Precondition: no queued
-  /// device work still uses them.
+  /// Unmaps and releases the tail chunks not needed to hold `bytes`, telling the observers of each
+  /// first. Precondition: no queued device work still uses them.
   void shrink_to(std::size_t bytes) noexcept;
+
+  /// Attaches `observer` (not null, not attached already: cuvmm::Error otherwise) and tells it of
+  /// every chunk mapped now, in address order. If it throws, those it was told of are withdrawn,
+  /// it is not attached, and the exception propagates (strong guarantee).
+  void add_observer(std::shared_ptr<GrowthObserver> observer);
+  /// Withdraws every chunk mapped now from `observer` (reverse order) and detaches it. False if it
+  /// was not attached (then nothing is called).
+  bool remove_observer(const GrowthObserver& observer) noexcept;
+  /// The observers attached, in the order they are told of a new chunk.
+  [[nodiscard]] std::size_t observer_count() const noexcept { return observers_.size(); }
+  /// Chunk `index` of chunks() as observers see it. Precondition: index < chunk_count().
+  [[nodiscard]] BackedRange backed_range(std::size_t index) const noexcept;
 
  private:
   /// The device of the next chunk, after the chunks mapped now and those of the step so far.
@@ -265,6 +291,8 @@ class GrowableStorage {
   void prepare_step_ahead() noexcept;
   /// Takes the step prepared ahead (see StepAhead::take), counting how it ended unless it is used.
   detail::TakenStep take_step_ahead() noexcept;
+  /// Tells every observer that every chunk mapped now is about to go (before the unmap of all).
+  void withdraw_all() noexcept;
 
   Backend* backend_ = nullptr;
   GrowableOptions options_;
@@ -284,6 +312,7 @@ class GrowableStorage {
   GrowableStats counters_;              // the cumulative counters (the rest is derived)
   bool map_ahead_ = false;              // GrowableOptions::map_ahead resolved
   std::shared_ptr<detail::StepAhead> step_ahead_;  // the step prepared ahead, shared with the mapping thread
+  std::vector<std::shared_ptr<GrowthObserver>> observers_;  // told of chunks_ in this order
 };
 
 }  // namespace cuvmm

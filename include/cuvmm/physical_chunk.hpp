@@ -35,6 +35,8 @@ class PhysicalChunk {
   [[nodiscard]] HandleType shareable() const noexcept { return info_.shareable; }
   [[nodiscard]] bool compression_requested() const noexcept { return compression_requested_; }
   [[nodiscard]] bool compression_granted() const noexcept { return info_.compression_granted; }
+  /// Whether the driver created it usable by GPUDirect RDMA (ChunkProperties::gpu_direct_rdma).
+  [[nodiscard]] bool gpu_direct_rdma() const noexcept { return info_.gpu_direct_rdma; }
   [[nodiscard]] bool imported() const noexcept { return imported_; }
   [[nodiscard]] bool empty() const noexcept { return backend_ == nullptr; }
   explicit operator bool() const noexcept { return !empty(); }

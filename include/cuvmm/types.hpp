@@ -65,6 +65,10 @@ struct ChunkProperties {
   int device = 0;                                ///< where the memory lives (device ordinal)
   HandleType shareable = HandleType::none;       ///< handle types it must be exportable as
   bool compression = false;                      ///< ask for generic compression
+  /// Ask that the chunk be usable by GPUDirect RDMA (the driver's gpuDirectRDMACapable), as NCCL's
+  /// own VMM allocations do; refused with cuvmm::Unsupported where the device does not report RDMA
+  /// support for VMM memory (DeviceCaps::gpu_direct_rdma_with_vmm). Host memory ignores it.
+  bool gpu_direct_rdma = false;
   friend constexpr bool operator==(const ChunkProperties&, const ChunkProperties&) = default;
 };
 
@@ -74,6 +78,7 @@ struct ChunkInfo {
   int device = 0;
   HandleType shareable = HandleType::none;
   bool compression_granted = false;
+  bool gpu_direct_rdma = false;  ///< created usable by GPUDirect RDMA
 };
 
 /// An opaque backend handle of one physical chunk (a CUmemGenericAllocationHandle, or a memfd).

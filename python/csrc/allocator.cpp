@@ -45,6 +45,7 @@
 #include <cuvmm/types.hpp>
 
 #include "arena_dicts.hpp"
+#include "growable_tensor.hpp"
 
 namespace py = pybind11;
 
@@ -279,4 +280,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("address_space_bytes"), py::arg("device_bytes"));
   m.def("_malloc", &malloc_hook, py::arg("size"), py::arg("device"));
   m.def("_free", &free_hook, py::arg("ptr"), py::arg("size"), py::arg("device"));
+  cuvmm_torch::bind_growable_rows(m);
 }

@@ -15,7 +15,7 @@ the _allocator extension): torch.cuda.memory_allocated/memory_stats/reset_peak_m
 Tensor.record_stream, CUDA graphs and their private pools (torch.cuda.graph,
 make_graphed_callables, torch.compile(mode="reduce-overhead")), empty_cache,
 set_per_process_memory_fraction and torch.cuda.MemPool work as with PyTorch's allocator. What it
-cannot do (CUDA IPC, memory history, peer access between devices) raises a RuntimeError naming it.
+cannot do (CUDA IPC, allocator trace trackers, peer access between devices) raises a RuntimeError naming it.
 
 An allocation the arena cannot serve raises torch.OutOfMemoryError, as with PyTorch's own allocator,
 after the arena gave its cached pages back; the process keeps working.
@@ -26,6 +26,9 @@ page_bytes, large_page_bytes, byte_limit: bytes or with KiB/MiB/GiB/TiB; share_l
 true/false; compression: none/preferred/required), as PYTORCH_CUDA_ALLOC_CONF is for PyTorch's
 allocator. E.g. CUVMM_ARENA_CONF=large_page_bytes:128MiB trades memory for speed (fewer, larger pages
 to map). arena_options() shows what they give.
+
+GrowableTensor (growable.py) is a tensor that grows along its first dimension in place, for key/value
+caches and other buffers that grow: its data_ptr() never changes, growth copies nothing.
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ if (str(torch.__version__), torch.version.cuda) != (_build_info.TORCH_VERSION, _
         "pip install --no-build-isolation ./python, from a cuvmm checkout")
 
 from . import _C
+from .growable import GrowableTensor
 
 try:  # built only against a CUDA build of torch
     from . import _allocator
@@ -53,7 +57,7 @@ except ImportError as _error:
 else:
     _allocator_missing = ""
 
-__all__ = ["arena_options", "enable", "is_enabled", "stats", "status", "trim"]
+__all__ = ["GrowableTensor", "arena_options", "enable", "is_enabled", "stats", "status", "trim"]
 
 ENABLE_VARIABLE = "CUVMM_TORCH_ENABLE"
 _enabled = False
@@ -86,6 +90,7 @@ def enable() -> None:
             "allocator then. Call it first, before any CUDA tensor or torch.cuda call")
     try:
         torch._C._cuda_changeCurrentAllocator(_allocator.allocator())
+        _allocator.register_device_allocator()
     except RuntimeError as e:
         raise RuntimeError(
             "cuvmm_torch.enable() was called after PyTorch's CUDA allocator was initialized; call it "

@@ -168,7 +168,10 @@ struct LiveCounter {
 /// The page geometry and pool options from the user's options, checked.
 detail::PagePoolOptions pool_options(Backend& backend, const ArenaOptions& options) {
   detail::PagePoolOptions o;
-  o.props = ChunkProperties{.device = options.device, .compression = options.compression != Compression::none};
+  o.props = ChunkProperties{.device = options.device,
+                            .shareable = options.shareable,
+                            .compression = options.compression != Compression::none,
+                            .gpu_direct_rdma = options.gpu_direct_rdma};
   std::size_t const device_bytes = backend.memory_info(options.device).total;
   detail::ArenaGeometry const geometry =
       detail::check_arena_geometry(options, backend.granularity(o.props, GranularityKind::minimum), device_bytes);
@@ -379,7 +382,7 @@ Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, 
 std::optional<Arena::State::Run> Arena::State::take_lent_anywhere(StreamCache& s, std::size_t slots) {
   StreamCache* found = nullptr;
   caches.for_each([&](StreamCache& c) {
-    if (found == nullptr && c.lent.largest() >= slots) found = &c;
+    if (found == nullptr && c.lent.largest() >= slots && (&c == &s || order->can_mark(c.stream))) found = &c;
   });
   if (found == nullptr) return std::nullopt;
   if (found != &s) make_stream_wait(s, *found);  // first: should it fail, nothing was taken
@@ -698,9 +701,24 @@ void Arena::State::unmap_own_cache(StreamCache& s, const PagePool::Span& span) {
 }
 
 /// Waits for every stream, unmaps the slabs with no live block and all cached memory into the pools.
+/// A stream capturing a CUDA graph cannot be waited for: its cache stays, and so do the slabs and
+/// lent slots (which may hold blocks it freed) until no stream captures.
 void Arena::State::reclaim_everything() {
   drain_fronts();
-  caches.for_each([&](StreamCache& s) { wait_for(s); });
+  std::vector<StreamCache*> waited;
+  waited.reserve(caches.size());
+  caches.for_each([&](StreamCache& s) {
+    if (!order->can_mark(s.stream)) return;
+    wait_for(s);
+    waited.push_back(&s);
+  });
+  if (waited.size() < caches.size()) {
+    for (StreamCache* s : waited) {
+      unmap_cached(*s, static_cast<std::size_t>(-1));
+      unmap_large_spans(*s);
+    }
+    return;
+  }
   auto const empty = slabs.remove_empty();
   caches.forget_slabs(empty, pool.range().base(), pool.page_bytes());
   for (auto const& [slot, size_class] : empty) pool.retire(slot, 1);
@@ -949,6 +967,11 @@ void Arena::State::make_stream_wait(StreamCache& waiter, StreamCache& freer) {
 }
 
 void Arena::State::wait_for(StreamCache& s) {
+  if (!order->can_mark(s.stream)) {  // a mark would be captured, and waiting for it fail
+    throw_unsupported_capability("waiting for the work of a stream that is capturing a CUDA graph",
+                                 "end the capture, or allocate on a stream that is not capturing", "Arena",
+                                 "memory freed on the capturing stream would have to be unmapped");
+  }
   order->mark(s.marker, s.stream);
   order->wait(s.marker);
 }
@@ -1134,6 +1157,18 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
   }
   st.requested.remove(bytes);
   st.allocated.remove(1);
+}
+
+void Arena::add_observer(std::shared_ptr<GrowthObserver> observer) {
+  State& st = *state_;
+  std::lock_guard const held(st.lock);
+  st.pool.add_observer(std::move(observer));
+}
+
+bool Arena::remove_observer(const GrowthObserver& observer) noexcept {
+  State& st = *state_;
+  std::lock_guard const held(st.lock);
+  return st.pool.remove_observer(observer);
 }
 
 std::size_t Arena::trim() {

@@ -12,6 +12,8 @@
 
 #include <cuvmm/error.hpp>
 
+#include "support/announcement.hpp"
+
 namespace cuvmm::detail {
 
 PagePool::PagePool(Backend& backend, PagePoolOptions options)
@@ -25,6 +27,7 @@ PagePool::PagePool(Backend& backend, PagePoolOptions options)
 }
 
 PagePool::~PagePool() {
+  for (const auto& [slot, mapped] : mapped_) withdraw(slot, mapped.page.chunk);
   mapped_.clear();  // unmaps, then releases
   small_pool_.clear();
   large_pool_.clear();
@@ -40,6 +43,33 @@ void PagePool::park(Page page) noexcept {
   } catch (const std::bad_alloc&) {
     release(std::move(page));
   }
+}
+
+BackedRange PagePool::backed_range(std::size_t slot, const PhysicalChunk& chunk) const noexcept {
+  return BackedRange{.address = slot_address(slot),
+                     .bytes = chunk.size(),
+                     .offset = slot * options_.page,
+                     .device = chunk.device(),
+                     .chunk = chunk.handle()};
+}
+
+void PagePool::withdraw(std::size_t slot, const PhysicalChunk& chunk) noexcept {
+  if (!observers_.empty()) withdraw_from_all(observers_, backed_range(slot, chunk));
+}
+
+void PagePool::add_observer(std::shared_ptr<GrowthObserver> observer) {
+  std::vector<BackedRange> ranges;
+  ranges.reserve(mapped_.size());
+  for (const auto& [slot, mapped] : mapped_) ranges.push_back(backed_range(slot, mapped.page.chunk));
+  std::sort(ranges.begin(), ranges.end(), [](const BackedRange& a, const BackedRange& b) { return a.address < b.address; });
+  attach_observer(observers_, std::move(observer), ranges, "Arena::add_observer");
+}
+
+bool PagePool::remove_observer(const GrowthObserver& observer) noexcept {
+  std::shared_ptr<GrowthObserver> const detached = detach_observer(observers_, observer);
+  if (!detached) return false;
+  for (const auto& [slot, mapped] : mapped_) detached->on_unmapping(backed_range(slot, mapped.page.chunk));
+  return true;
 }
 
 void PagePool::unmap_stale(Page& page) noexcept {
@@ -122,6 +152,7 @@ void PagePool::park_mapped(std::size_t first, std::size_t count, bool keep_stale
     assert(!node.empty());
     Page& page = node.mapped().page;
     std::size_t const bytes = page.chunk.size();
+    withdraw(slot, page.chunk);  // it leaves its slots: before the unmap, or before it goes stale
     if (keep_stale) {
       try {
         page.stale.push_back(std::move(node.mapped().mapping));
@@ -227,6 +258,21 @@ std::size_t PagePool::Span::map() {
     }
   }
   set_access(mappings, pool.options_.grants);
+  // Observers hear of the pages before the commit; one that throws fails the span (the
+  // announcement withdraws, then the local mappings unmap and the destructor gives the pages back).
+  std::vector<BackedRange> ranges;
+  Announcement announcement(pool.observers_);  // after the mappings: withdraws before they unmap
+  if (!pool.observers_.empty()) {
+    ranges.reserve(mappings.size());
+    std::size_t at = first_;
+    for (auto* pages : {&large_, &small_}) {
+      for (Entry const& p : *pages) {
+        ranges.push_back(pool.backed_range(at, p.page.chunk));
+        at += p.page.chunk.size() / pool.options_.page;
+      }
+    }
+    announcement.tell(ranges);
+  }
   // Commit: the pages move into the map. Should that fail for want of memory, the pages inserted
   // so far come back into this span (their mappings undone), which then gives everything back.
   // The buckets are reserved first (no rehash below), and try_emplace allocates a page's node
@@ -245,6 +291,7 @@ std::size_t PagePool::Span::map() {
       }
     }
   } catch (...) {
+    announcement.withdraw();  // before the pages moved in so far are unmapped
     slot = first_;
     for (auto* pages : {&large_, &small_}) {
       for (Entry& p : *pages) {
@@ -258,6 +305,7 @@ std::size_t PagePool::Span::map() {
     }
     throw;
   }
+  announcement.commit();
   committed_ = true;
   for (auto* pages : {&large_, &small_}) {
     pool.pages_moved_ += static_cast<std::size_t>(std::count_if(pages->begin(), pages->end(), [](const Entry& p) { return !p.created; }));

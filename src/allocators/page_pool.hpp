@@ -15,12 +15,18 @@
 //   pooled, or held by a Span being put together), and never exceeds the byte limit; a slot is
 //   either in the free set, or covered by exactly one page's live or stale mapping, or by a Span's
 //   reservation.
+// Observers (growth_observer.hpp): each page is reported after Span::map() mapped and granted it,
+//   before the commit, and withdrawn when it leaves its slots (unmap(), retire(): a stale mapping
+//   is no longer memory in use, so it is withdrawn when retired, not when later unmapped) and
+//   before the pool's destruction unmaps it. An observer that throws fails the Span (withdrawn,
+//   unmapped, given back).
 // Never does: decide who may reuse mapped memory (streams, caches, slabs are above it), wait for
 //   a stream, or keep a page it created for a request that then failed: a Span that is not
 //   committed releases the pages it created and returns the pooled ones. Not thread-safe.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -28,6 +34,7 @@
 
 #include <cuvmm/address_range.hpp>
 #include <cuvmm/backend.hpp>
+#include <cuvmm/growth_observer.hpp>
 #include <cuvmm/mapping.hpp>
 #include <cuvmm/physical_chunk.hpp>
 #include <cuvmm/types.hpp>
@@ -116,6 +123,12 @@ class PagePool {
   /// Releases every pooled page; returns the bytes.
   std::size_t release_all_pooled() noexcept;
 
+  /// Attaches `observer` (not null, not attached: cuvmm::Error) and tells it of every page mapped
+  /// now, in slot order; if it throws, what it was told is withdrawn and it is not attached.
+  void add_observer(std::shared_ptr<GrowthObserver> observer);
+  /// Withdraws every mapped page from `observer` and detaches it; false if it was not attached.
+  bool remove_observer(const GrowthObserver& observer) noexcept;
+
  private:
   /// A physical page and the slots where it is still mapped without backing them.
   struct Page {
@@ -142,6 +155,10 @@ class PagePool {
   /// Moves the pages over [first, first + count) into the pools, their mappings unmapped or, with
   /// `keep_stale`, kept as stale ones (unmap() and retire(); neither frees the slots here).
   void park_mapped(std::size_t first, std::size_t count, bool keep_stale);
+  /// The page mapped at `slot` as observers see it.
+  BackedRange backed_range(std::size_t slot, const PhysicalChunk& chunk) const noexcept;
+  /// Tells every observer (last attached first) that the page at `slot` leaves its slots.
+  void withdraw(std::size_t slot, const PhysicalChunk& chunk) noexcept;
 
   Backend* backend_;
   PagePoolOptions options_;
@@ -157,6 +174,7 @@ class PagePool {
   std::size_t physical_bytes_ = 0;                     // every page created and not released
   std::size_t pages_moved_ = 0;                        // pooled pages mapped again, ever
   std::size_t stale_bytes_ = 0;                        // address space of the stale mappings
+  std::vector<std::shared_ptr<GrowthObserver>> observers_;  // told of every page mapped at a slot
 };
 
 /// A run of slots being backed by pages: large pages first (at the L-aligned start), small pages

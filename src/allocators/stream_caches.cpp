@@ -173,23 +173,17 @@ void StreamCaches::remove_pages(StreamCache& c, std::size_t first, std::size_t s
 }
 
 StreamCache* StreamCaches::other_with_pages(const StreamCache& not_this, std::size_t slots, bool large_layout) const {
-  std::uint64_t id = not_this.id;
+  auto const usable = [&](std::uint64_t id) { return id != not_this.id && order_->can_mark(by_id_.at(id)->stream); };
   if (large_layout) {
     for (auto it = large_spans_.lower_bound({slots, 0}); it != large_spans_.end(); ++it) {
-      if (it->second != not_this.id) {
-        id = it->second;
-        break;
-      }
+      if (usable(it->second)) return by_id_.at(it->second).get();
     }
   } else {
     for (auto it = by_largest_.lower_bound({slots, 0}); it != by_largest_.end(); ++it) {
-      if (it->second != not_this.id) {
-        id = it->second;
-        break;
-      }
+      if (usable(it->second)) return by_id_.at(it->second).get();
     }
   }
-  return id == not_this.id ? nullptr : by_id_.at(id).get();
+  return nullptr;
 }
 
 std::optional<std::pair<std::size_t, std::size_t>> StreamCaches::pop_extent(StreamCache& c, std::size_t max_slots) {
@@ -253,7 +247,7 @@ StreamCache* StreamCaches::other_with_blocks(const StreamCache& not_this, std::s
     if (c->free_blocks.empty() || c->free_blocks[k].empty()) {
       if (!c->in_class_index.empty()) c->in_class_index[k] = 0;
       it = index.erase(it);  // a stale entry: each is dropped once, so this stays amortized O(log n)
-    } else if (c->id != not_this.id) {
+    } else if (c->id != not_this.id && order_->can_mark(c->stream)) {
       return c;
     } else {
       ++it;

@@ -111,8 +111,8 @@ class StreamCaches {
   void remove_large_span(StreamCache& c, std::size_t first, std::size_t slots) noexcept;
   /// Removes [first, first + slots), which lies inside one of `c`'s small extents.
   void remove_pages(StreamCache& c, std::size_t first, std::size_t slots);
-  /// Another stream than `not_this` whose cache can serve `slots`: an extent that long, or for a
-  /// large layout a span at least that long; null when there is none.
+  /// Another stream than `not_this`, one that can be marked now, whose cache can serve `slots`: an
+  /// extent that long, or for a large layout a span at least that long; null when there is none.
   [[nodiscard]] StreamCache* other_with_pages(const StreamCache& not_this, std::size_t slots, bool large_layout) const;
   /// Removes and returns up to `max_slots` of `c`'s small extents (the lowest first) as (first, count).
   std::optional<std::pair<std::size_t, std::size_t>> pop_extent(StreamCache& c, std::size_t max_slots);
@@ -133,7 +133,8 @@ class StreamCaches {
   void put_block(StreamCache& c, std::size_t size_class, Address block);
   /// A block of the class freed on `c`, removed; nothing when there is none.
   std::optional<Address> take_block(StreamCache& c, std::size_t size_class);
-  /// Another stream than `not_this` with free blocks of the class (the oldest), or null.
+  /// Another stream than `not_this`, one that can be marked now, with free blocks of the class (the
+  /// oldest), or null.
   /// Drops the index entries of streams whose list for the class ran empty as it meets them.
   [[nodiscard]] StreamCache* other_with_blocks(const StreamCache& not_this, std::size_t size_class);
   /// Moves every free block of the class from `from` to `to` (O(1) when `to` has none).

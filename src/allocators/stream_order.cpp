@@ -48,6 +48,14 @@ class DeviceStreamOrder final : public StreamOrder {
     check(cudaStreamWaitEvent(waiter, static_cast<cudaEvent_t>(marker), 0), "cudaStreamWaitEvent");
   }
   void wait(Marker marker) override { check(cudaEventSynchronize(static_cast<cudaEvent_t>(marker)), "cudaEventSynchronize"); }
+  bool can_mark(Stream stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+      (void)cudaGetLastError();  // the query's own error, not the caller's
+      return false;
+    }
+    return status == cudaStreamCaptureStatusNone;
+  }
 
  private:
   int device_;
@@ -60,6 +68,7 @@ class HostStreamOrder final : public StreamOrder {
   void mark(Marker, Stream) override {}
   void order_after(Stream, Marker) override {}
   void wait(Marker) override {}
+  bool can_mark(Stream) override { return true; }
 };
 
 }  // namespace

@@ -4,6 +4,11 @@
 // host, where every operation is finished when it returns). The Arena marks a stream's work so far
 // when another stream takes memory that stream freed, makes the taker wait for the mark on the
 // device (no host wait, no device-wide sync), and waits on the host only before it unmaps memory.
+//
+// A stream that is capturing a CUDA graph cannot be marked: the mark would be captured into the
+// graph instead of recorded, a stream made to wait for it would join the capture, and a host wait
+// for it fails and invalidates the capture. So the Arena lends no memory freed on such a stream to
+// another stream, and reclaims none of it, until the capture ends (can_mark()).
 // Internal to the library; the CUDA runtime calls it makes live in stream_order.cpp.
 #pragma once
 
@@ -25,6 +30,9 @@ class StreamOrder {
   virtual void order_after(Stream waiter, Marker marker) = 0;
   /// Blocks the calling thread until the marked work is done.
   virtual void wait(Marker marker) = 0;
+  /// Whether mark() may be called for `stream` now: false while it captures a CUDA graph (or the
+  /// driver cannot say, as for the legacy default stream while a blocking stream captures).
+  [[nodiscard]] virtual bool can_mark(Stream stream) = 0;
 };
 
 /// The ordering for memory of `space` on `device` (events are made on that device).

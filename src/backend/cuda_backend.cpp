@@ -150,6 +150,11 @@ struct CudaBackend::State {
       throw_unsupported_capability("fabric handles" + on_device,
                                    "fabric handles need a device and driver with NVLink fabric (IMEX) support", call,
                                    {}, where);
+    if (props.gpu_direct_rdma && !device.gpu_direct_rdma_with_vmm)
+      throw_unsupported_capability("GPUDirect RDMA on VMM memory" + on_device,
+                                   "create the chunk without gpu_direct_rdma (the device or driver does not report "
+                                   "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED)",
+                                   call, {}, where);
     ChunkRequest request;
     request.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     request.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -157,6 +162,7 @@ struct CudaBackend::State {
     request.prop.requestedHandleTypes = driver_handle_types(props.shareable);
     request.compression = props.compression && device.generic_compression;
     if (request.compression) request.prop.allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_GENERIC;
+    request.prop.allocFlags.gpuDirectRDMACapable = props.gpu_direct_rdma ? 1 : 0;
     return request;
   }
 
@@ -314,7 +320,10 @@ ChunkHandle CudaBackend::create_chunk(std::size_t size, const ChunkProperties& p
   // An uncompressed chunk made here is exactly what was asked for; only granted compression needs the
   // driver's word (chunk_info reads it).
   std::optional<ChunkInfo> known;
-  if (!request.compression) known = ChunkInfo{size, props.device, props.shareable, false};
+  if (!request.compression) {
+    known = ChunkInfo{.size = size, .device = props.device, .shareable = props.shareable, .compression_granted = false,
+                      .gpu_direct_rdma = props.gpu_direct_rdma};
+  }
   std::lock_guard lock(s.mutex);
   s.ledger->add_chunk(ChunkHandle{handle}, size, known);
   return ChunkHandle{pending.adopt()};
@@ -352,6 +361,7 @@ ChunkInfo CudaBackend::chunk_info(ChunkHandle chunk) const {
   info.device = prop.location.id;
   info.shareable = cuvmm_handle_types(prop.requestedHandleTypes);
   info.compression_granted = prop.allocFlags.compressionType == CU_MEM_ALLOCATION_COMP_GENERIC;
+  info.gpu_direct_rdma = prop.allocFlags.gpuDirectRDMACapable != 0;
   return info;
 }
 

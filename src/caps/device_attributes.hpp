@@ -25,6 +25,7 @@ struct DeviceAttributes {
   bool multicast = false;                 ///< MULTICAST_SUPPORTED
   bool generic_compression = false;       ///< GENERIC_COMPRESSION_SUPPORTED
   bool gpu_direct_rdma_with_vmm = false;  ///< GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+  bool dma_buf = false;                   ///< DMA_BUF_SUPPORTED
 };
 
 /// Devices the driver reports (read once). Throws cuvmm::Error when there is no driver.

@@ -82,6 +82,7 @@ DeviceAttributes device_attributes(int ordinal, std::string_view call, cuvmm::so
   read.generic_compression = attribute(read.handle, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, where);
   read.gpu_direct_rdma_with_vmm =
       attribute(read.handle, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, where);
+  read.dma_buf = attribute(read.handle, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, where);
   std::lock_guard lock(c.mutex);
   if (c.devices.size() <= index) c.devices.resize(index + 1);
   if (!c.devices[index]) c.devices[index] = read;
@@ -189,6 +190,7 @@ DeviceCaps device_caps(int device) {
   caps.multicast = attributes.multicast;
   caps.generic_compression = attributes.generic_compression;
   caps.gpu_direct_rdma_with_vmm = attributes.gpu_direct_rdma_with_vmm;
+  caps.dma_buf = attributes.dma_buf;
   caps.imex_channel_present = imex_channel_present();
 
   if (caps.vmm) {

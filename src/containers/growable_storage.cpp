@@ -6,6 +6,9 @@
 // what they hold, in that order (mappings are declared after chunks), and the object is unchanged.
 // A step prepared ahead (mapping_worker.hpp) joins those locals first: a growth that fails gives it
 // back with the rest, one that succeeds commits it with the rest.
+// Observers (growth_observer.hpp) are told of the new chunks by one more local, an Announcement,
+// declared after the mappings: if an observer throws, or anything after it, the Announcement
+// withdraws what it told (before the mappings unmap); once the step commits, it withdraws nothing.
 #include <cuvmm/growable_storage.hpp>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <cuvmm/error.hpp>
 
 #include "mapping_worker.hpp"
+#include "support/announcement.hpp"
 
 namespace cuvmm {
 namespace {
@@ -67,14 +71,17 @@ std::vector<AccessGrant> access_grants(const GrowableOptions& options) {
 
 ChunkProperties chunk_properties(const GrowableOptions& options, int device) {
   return ChunkProperties{
-      .device = device, .shareable = options.shareable, .compression = options.compression != Compression::none};
+      .device = device,
+      .shareable = options.shareable,
+      .compression = options.compression != Compression::none,
+      .gpu_direct_rdma = options.gpu_direct_rdma};
 }
 
 /// The granularity that suits every device the buffer places chunks on.
 std::size_t common_granularity(Backend& backend, const GrowableOptions& options) {
   std::size_t granularity = 0;
   for (int device : placement_devices(options)) {
-    std::size_t const g = backend.granularity(chunk_properties(options, device), GranularityKind::minimum);
+    std::size_t const g = backend.granularity(chunk_properties(options, device), options.granularity);
     granularity = granularity == 0 ? g : std::max(granularity, g);
   }
   return granularity;
@@ -197,7 +204,11 @@ GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
     // Steps prepared ahead map into the ranges that move or go: both are given back first.
     give_back_step_ahead();
     other.give_back_step_ahead();
-    // Our own mappings go before our range and chunks, as in the destructor.
+    // Our own mappings go before our range and chunks, as in the destructor; our observers hear
+    // of it first and leave with them.
+    withdraw_all();
+    observers_ = std::move(other.observers_);
+    other.observers_.clear();
     mappings_.clear();
     chunks_.clear();
     range_ = std::move(other.range_);
@@ -219,7 +230,10 @@ GrowableStorage& GrowableStorage::operator=(GrowableStorage&& other) noexcept {
   return *this;
 }
 
-GrowableStorage::~GrowableStorage() { give_back_step_ahead(); }
+GrowableStorage::~GrowableStorage() {
+  give_back_step_ahead();
+  withdraw_all();
+}
 
 void set_default_reservation_limits(const DefaultReservationLimits& limits) noexcept {
   budget_bytes.store(limits.budget_bytes, std::memory_order_relaxed);
@@ -377,9 +391,24 @@ void GrowableStorage::reserve(std::size_t bytes) {
   bool const grants_now = granted < new_mappings.size();
   if (grants_now) set_access(std::span<Mapping>(new_mappings).subspan(granted), options_.access);
 
-  // Commit: make room first (may throw, nothing changed yet), then only noexcept moves.
+  // Commit: make room first (may throw, nothing changed yet), tell the observers (may throw:
+  // the announcement withdraws what it told, then the locals unmap), then only noexcept moves.
   chunks_.reserve(chunks_.size() + new_chunks.size());
   mappings_.reserve(mappings_.size() + new_mappings.size());
+  std::vector<BackedRange> new_ranges;
+  detail::Announcement announcement(observers_);  // after the mappings: withdraws before they unmap
+  if (!observers_.empty()) {
+    new_ranges.reserve(new_chunks.size());
+    for (std::size_t i = 0; i < new_chunks.size(); ++i) {
+      new_ranges.push_back(BackedRange{.address = new_mappings[i].address(),
+                                       .bytes = new_chunks[i].size(),
+                                       .offset = new_mappings[i].address() - data(),
+                                       .device = new_chunks[i].device(),
+                                       .chunk = new_chunks[i].handle()});
+    }
+    announcement.tell(new_ranges);
+  }
+  announcement.commit();
   counters_.chunks_created += new_chunks.size() - made_ahead;  // the mapping thread's counted when taken
   counters_.access_calls += grants_now ? 1 : 0;
   ++counters_.growth_steps;
@@ -452,11 +481,41 @@ void GrowableStorage::shrink_to(std::size_t bytes) noexcept {
   }
   std::size_t const released = chunks_.size() - keep;
   if (released == 0) return;
+  for (std::size_t i = chunks_.size(); i-- > keep;) {  // reverse order, each observer in reverse
+    detail::withdraw_from_all(observers_, backed_range(i));
+  }
   auto const first_gone = static_cast<std::ptrdiff_t>(keep);
   mappings_.erase(mappings_.begin() + first_gone, mappings_.end());  // unmap first
   chunks_.erase(chunks_.begin() + first_gone, chunks_.end());        // then release
   capacity_ = kept_capacity;
   counters_.chunks_released += released;
+}
+
+BackedRange GrowableStorage::backed_range(std::size_t index) const noexcept {
+  Address const address = mappings_[index].address();
+  return BackedRange{.address = address,
+                     .bytes = chunks_[index].size(),
+                     .offset = address - data(),
+                     .device = chunks_[index].device(),
+                     .chunk = chunks_[index].handle()};
+}
+
+void GrowableStorage::add_observer(std::shared_ptr<GrowthObserver> observer) {
+  std::vector<BackedRange> ranges;
+  ranges.reserve(chunks_.size());
+  for (std::size_t i = 0; i < chunks_.size(); ++i) ranges.push_back(backed_range(i));
+  detail::attach_observer(observers_, std::move(observer), ranges, "GrowableStorage::add_observer");
+}
+
+bool GrowableStorage::remove_observer(const GrowthObserver& observer) noexcept {
+  std::shared_ptr<GrowthObserver> const detached = detail::detach_observer(observers_, observer);
+  if (!detached) return false;
+  for (std::size_t i = chunks_.size(); i-- > 0;) detached->on_unmapping(backed_range(i));
+  return true;
+}
+
+void GrowableStorage::withdraw_all() noexcept {
+  for (std::size_t i = chunks_.size(); i-- > 0;) detail::withdraw_from_all(observers_, backed_range(i));
 }
 
 }  // namespace cuvmm

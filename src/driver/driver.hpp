@@ -67,6 +67,7 @@ namespace cuvmm::driver {
   X(mem_export_to_shareable_handle, cuMemExportToShareableHandle, 10020)                       \
   X(mem_import_from_shareable_handle, cuMemImportFromShareableHandle, 10020)                   \
   X(mem_get_allocation_properties_from_handle, cuMemGetAllocationPropertiesFromHandle, 10020) \
+  X(mem_get_handle_for_address_range, cuMemGetHandleForAddressRange, 11070)                   \
   /* multicast (never created unless the device supports it and the caller asked) */           \
   X(multicast_get_granularity, cuMulticastGetGranularity, 12010)                               \
   X(multicast_create, cuMulticastCreate, 12010)                                                \

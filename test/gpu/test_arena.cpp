@@ -84,6 +84,44 @@ TEST_CASE("memory freed behind a running kernel reaches another stream only afte
   }
 }
 
+TEST_CASE("memory freed on a stream that then captures a CUDA graph goes to no other stream during the capture",
+          "[arena][gpu]") {
+  require_gpu();
+  init_runtime();
+  test::Stream capturing, other, later[2];  // made before the arena: it waits for them when it goes
+  Arena arena;
+  for (bool small : {false, true}) {
+    std::size_t const size = small ? 4096 : 1 * MiB;
+    cuvmm::Stream const third = later[small ? 1 : 0].get();  // a stream with nothing cached
+    auto* p = static_cast<std::uint32_t*>(arena.allocate(size, capturing.get()));
+    CUVMM_CUDA_REQUIRE(launch_spin_then_fill(p, size / 4, poison, 10'000'000, capturing.get()));
+    arena.deallocate(p, size, capturing.get());
+    std::size_t const reuses = arena.stats().cross_stream_reuses;
+    CUVMM_CUDA_REQUIRE(cudaStreamBeginCapture(capturing.get(), cudaStreamCaptureModeRelaxed));
+    // Handing p over would record an event into the capture and make `other` wait for it, so
+    // `other` would join the capture (and the capture end unjoined).
+    void* const q = arena.allocate(size, other.get());
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+    CUVMM_CUDA_REQUIRE(cudaStreamIsCapturing(other.get(), &status));
+    CHECK(status == cudaStreamCaptureStatusNone);
+    CHECK(q != p);
+    CHECK(arena.stats().cross_stream_reuses == reuses);
+    cudaGraph_t graph = nullptr;
+    CUVMM_CUDA_REQUIRE(cudaStreamEndCapture(capturing.get(), &graph));
+    REQUIRE(graph != nullptr);
+    CUVMM_CUDA_REQUIRE(cudaGraphDestroy(graph));
+    arena.deallocate(q, size, other.get());
+    // The capture over, what `capturing` freed goes to another stream again, after an event wait.
+    void* const r = arena.allocate(size, third);
+    void* const s = arena.allocate(size, third);
+    CHECK((r == p || s == p));
+    CHECK(arena.stats().cross_stream_reuses > reuses);
+    arena.deallocate(r, size, third);
+    arena.deallocate(s, size, third);
+    CUVMM_CUDA_REQUIRE(cudaDeviceSynchronize());
+  }
+}
+
 TEST_CASE("pages a running kernel still uses are unmapped for stitching only after that kernel", "[arena][gpu]") {
   require_gpu();
   init_runtime();

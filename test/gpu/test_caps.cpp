@@ -78,6 +78,7 @@ TEST_CASE("device_caps reports every VMM attribute exactly as the driver's raw a
     CHECK(caps.generic_compression == raw_attribute(device, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED));
     CHECK(caps.gpu_direct_rdma_with_vmm ==
           raw_attribute(device, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED));
+    CHECK(caps.dma_buf == raw_attribute(device, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED));
   }
 }
 

@@ -3,7 +3,9 @@
 //   1. an allocation within the Arena's byte_limit succeeds, stream-ordered and not, and is freed;
 //   2. a request beyond byte_limit throws rmm::out_of_memory carrying the Arena's message, caught
 //      as rmm::bad_alloc too, and leaves nothing allocated;
-//   3. other errors stay cuvmm::Error: an alignment that is not a power of two.
+//   3. other errors stay cuvmm::Error: an alignment that is not a power of two;
+//   4. the resource contract (resource_contract.hpp: basic, allocation, out of memory,
+//      multi-threaded) on host memory.
 // Exit status: 0 all passed, 1 a check failed.
 #include <cuvmm/arena.hpp>
 #include <cuvmm/error.hpp>
@@ -12,18 +14,34 @@
 
 #include <rmm/error.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "resource_contract.hpp"
+
 namespace {
 
-int failures = 0;
+using contract::report;  // one tally for these checks and the contract's
 
-void check(bool ok, const char* what) {
-  std::printf("%s %s\n", ok ? "  ok  " : "  FAIL", what);
-  if (!ok) ++failures;
-}
+/// Host memory: written and read where it lies; the streams are distinct handles the Arena orders
+/// by (the host backend's work is done when a call returns).
+class HostMemory final : public contract::ContractMemory {
+ public:
+  void fill(void* p, std::size_t bytes, unsigned char value, cuda::stream_ref) override { std::memset(p, value, bytes); }
+  bool holds(const void* p, std::size_t bytes, unsigned char value, cuda::stream_ref) override {
+    auto const* const b = static_cast<const unsigned char*>(p);
+    std::size_t const n = bytes < 64 ? bytes : 64;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (b[i] != value || b[bytes - 1 - i] != value) return false;
+    }
+    return true;
+  }
+  cuda::stream_ref stream(int i) override {
+    return cuda::stream_ref{reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(i + 1) * 256)};
+  }
+};
 
 }  // namespace
 
@@ -40,11 +58,11 @@ int main() {
   void* p = resource.allocate(stream, 3 * MiB, 256);
   void* q = resource.allocate_sync(1000, 256);
   std::memset(p, 0x5A, 3 * MiB);
-  check(static_cast<unsigned char*>(p)[3 * MiB - 1] == 0x5A, "allocate(stream, 3 MiB): usable memory");
-  check(arena.stats().allocations.current == 2, "two live Arena allocations");
+  report(static_cast<unsigned char*>(p)[3 * MiB - 1] == 0x5A, "allocate(stream, 3 MiB): usable memory");
+  report(arena.stats().allocations.current == 2, "two live Arena allocations");
   resource.deallocate(stream, p, 3 * MiB, 256);
   resource.deallocate_sync(q, 1000, 256);
-  check(arena.stats().allocations.current == 0, "both freed");
+  report(arena.stats().allocations.current == 0, "both freed");
 
   std::string message;
   try {
@@ -53,17 +71,17 @@ int main() {
     message = e.what();
   } catch (...) {
   }
-  check(message.find("Arena::allocate") != std::string::npos,
-        "128 MiB beyond a 64 MiB byte_limit: rmm::out_of_memory with the Arena's message");
+  report(message.find("Arena::allocate") != std::string::npos,
+         "128 MiB beyond a 64 MiB byte_limit: rmm::out_of_memory with the Arena's message");
   bool as_bad_alloc = false;
   try {
     (void)resource.allocate_sync(128 * MiB, 256);
   } catch (const rmm::bad_alloc&) {
     as_bad_alloc = true;
   }
-  check(as_bad_alloc, "allocate_sync: caught as rmm::bad_alloc");
-  check(arena.stats().allocations.current == 0 && backend.live_counts().bytes_physical <= 64 * MiB,
-        "the failed requests left nothing allocated, within byte_limit");
+  report(as_bad_alloc, "allocate_sync: caught as rmm::bad_alloc");
+  report(arena.stats().allocations.current == 0 && backend.live_counts().bytes_physical <= 64 * MiB,
+         "the failed requests left nothing allocated, within byte_limit");
 
   bool invalid = false;
   try {
@@ -71,7 +89,16 @@ int main() {
   } catch (const cuvmm::Error& e) {
     invalid = e.is(cuvmm::ErrorCode::invalid_argument);
   }
-  check(invalid, "alignment 3: cuvmm::Error (invalid_argument), not an out-of-memory error");
-  std::printf("rmm_arena_resource_host: %d failed\n", failures);
-  return failures == 0 ? 0 : 1;
+  report(invalid, "alignment 3: cuvmm::Error (invalid_argument), not an out-of-memory error");
+
+  std::printf("the resource contract, host memory:\n");
+  cuvmm::HostBackend roomy({.granularity = 2 * MiB, .physical_limit = 2048 * MiB});
+  cuvmm::ArenaOptions big;
+  big.address_space_bytes = 4096 * MiB;
+  cuvmm::Arena main_arena(roomy, big);
+  cuvmm::Arena other_arena(roomy, big);
+  HostMemory memory;
+  contract::check_resource_contract(main_arena, other_arena, arena, 64 * MiB, memory);
+  std::printf("rmm_arena_resource_host: %d failed\n", contract::failures);
+  return contract::failures == 0 ? 0 : 1;
 }

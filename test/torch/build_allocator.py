@@ -43,9 +43,19 @@ common = dict(
     extra_ldflags=[f"-L{libdir}", "-lcuvmm", "-Wl,-rpath,'$$ORIGIN'", "-Wl,--enable-new-dtags"],
     verbose=os.environ.get("VERBOSE") == "1",
 )
-modules = [("_C", [os.path.join(root, "python", "csrc", "allocator.cpp")], False)]
+modules = [("_C", sorted(glob.glob(os.path.join(root, "python", "csrc", "*.cpp"))), False)]
 if torch.version.cuda is not None:
     modules.append(("_allocator", sorted(glob.glob(os.path.join(root, "python", "csrc", "allocator", "*.cpp"))), True))
+# What python/meson.build writes from the same template: __init__.py refuses another torch.
+with open(os.path.join(root, "python", "tools", "build_info.py.in")) as f:
+    build_info = f.read()
+for key, value in {"TORCH_VERSION": torch.__version__,
+                   "TORCH_CUDA": "None" if torch.version.cuda is None else f'"{torch.version.cuda}"',
+                   "GPU_ARCHITECTURES": os.environ["TORCH_CUDA_ARCH_LIST"].replace(".", "").replace(";", ","),
+                   "HAS_ALLOCATOR": str(len(modules) > 1)}.items():
+    build_info = build_info.replace(f"@{key}@", value)
+with open(os.path.join(package, "_build_info.py"), "w") as f:
+    f.write(build_info)
 for name, sources, with_cuda in modules:
     directory = os.path.join(out, "obj", name)
     os.makedirs(directory, exist_ok=True)

@@ -8,6 +8,7 @@ exact numbers.
 Each test uses its own device index (a host arena per index: the registry cannot drop one).
 """
 import ctypes
+import gc
 import json
 import os
 import re
@@ -195,8 +196,10 @@ class OutOfMemoryTest(unittest.TestCase):
 
     def test_a_negative_size_raises_value_error_and_allocates_nothing(self):
         device = host_arena(4)
-        with self.assertRaises(ValueError):
+        with self.assertRaises(ValueError) as caught:
             _C._malloc(-1, device)
+        # The number is there: the extension's streams are torch's libstdc++'s, not a static copy.
+        self.assertIn("cuvmm_torch: negative allocation size -1", str(caught.exception))
         self.assertEqual(cuvmm_torch.stats(device)["allocations"]["total"], 0)
 
     def test_freeing_an_unknown_pointer_changes_nothing(self):
@@ -290,6 +293,216 @@ class AllocatorExtensionTest(unittest.TestCase):
         result = self.run_python("-m", "cuvmm_torch", "-c-is-not-a-script")
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("PyTorch sees no CUDA device", result.stderr)
+
+
+GRANULE = 2 * MiB  # HostBackend's granularity
+ROW = (GRANULE // 2 // 4,)  # float32 rows of 1 MiB: two a granule
+POISON = -7.25
+
+
+def host_growable(**kwargs) -> cuvmm_torch.GrowableTensor:
+    kwargs.setdefault("max_rows", 64)
+    return cuvmm_torch.GrowableTensor(ROW, torch.float32, "cpu", **kwargs)
+
+
+def rows_of(first: int, count: int) -> torch.Tensor:
+    """`count` rows whose every element is the row's number (first, first + 1, ...)."""
+    return torch.arange(first, first + count, dtype=torch.float32).repeat_interleave(ROW[0]).reshape(count, *ROW)
+
+
+class GrowableTensorTest(unittest.TestCase):
+    """cuvmm_torch.GrowableTensor over the host backend (CPU tensors): the same C++ class and
+    Python code as on a GPU, with cuvmm::HostBackend in place of the CUDA driver."""
+
+    def assert_rows(self, t: torch.Tensor, first: int, count: int):
+        self.assertEqual(tuple(t.shape), (count, *ROW))
+        self.assertTrue(torch.equal(t, rows_of(first, count)), t[:, 0])
+
+    def test_appended_rows_land_after_the_last_and_write_nothing_beyond(self):
+        g = host_growable(growth="compact")
+        g.reserve(6)
+        self.assertEqual(g.capacity, 6)  # three granules
+        g.resize_(6)
+        g.tensor.fill_(POISON)
+        g.resize_(0)
+        g.append(rows_of(0, 3))
+        g.append(rows_of(3, 2))
+        self.assertEqual(len(g), 5)
+        self.assertEqual(g.shape, torch.Size((5, *ROW)))
+        self.assert_rows(g.tensor, 0, 5)
+        g.resize_(6)
+        self.assertTrue(torch.equal(g.view(5, 6), torch.full((1, *ROW), POISON)))
+
+    def test_data_ptr_and_earlier_views_stay_valid_through_growth(self):
+        g = host_growable()
+        g.append(rows_of(0, 1))
+        address = g.data_ptr()
+        first = g.tensor
+        self.assertEqual(first.data_ptr(), address)
+        for i in range(1, 40):  # 40 MiB in 1 MiB rows: many growth steps
+            g.append(rows_of(i, 1))
+            self.assertEqual(g.data_ptr(), address)
+        self.assertGreater(g.stats()["growth_steps"], 3)
+        self.assert_rows(first, 0, 1)  # its size kept, its memory never moved
+        self.assert_rows(g.tensor, 0, 40)
+        self.assertEqual(g.tensor.data_ptr(), address)
+        self.assertEqual(g.view(39).data_ptr(), address + 39 * MiB)
+
+    def test_the_view_is_an_ordinary_tensor_writing_the_rows(self):
+        g = host_growable()
+        g.append(rows_of(1, 3))
+        view = g.tensor
+        self.assertIs(type(view), torch.Tensor)
+        self.assertEqual(view.sum().item(), (1 + 2 + 3) * ROW[0])
+        view[1].mul_(10)
+        self.assertEqual(g[1][0].item(), 20.0)
+        self.assertEqual(g.view(1, 2)[0, 5].item(), 20.0)
+        g.append(g.view(0, 2))  # its own rows: the memory does not move under the copy
+        self.assertEqual(g.tensor[:, 0].tolist(), [1.0, 20.0, 3.0, 1.0, 20.0])
+
+    def test_torch_functions_take_the_growable_tensor_as_its_view(self):
+        g = host_growable()
+        g.append(rows_of(1, 2))
+        self.assertEqual(torch.sum(g).item(), 3 * ROW[0])
+        both = torch.cat([g, rows_of(3, 1)])
+        self.assert_rows(both, 1, 3)
+        self.assertEqual(torch.nn.functional.relu(g).shape, g.shape)
+
+    def test_a_view_keeps_its_memory_after_the_tensor_is_gone(self):
+        g = host_growable()
+        g.append(rows_of(0, 4))
+        view = g.view(2, 4)
+        del g
+        gc.collect()
+        self.assert_rows(view, 2, 2)
+        view.add_(1)  # still mapped, still writable
+        self.assert_rows(view, 3, 2)
+
+    def test_shrink_to_fit_gives_back_exactly_the_memory_no_row_and_no_view_reaches(self):
+        g = host_growable(growth="compact")
+        for n in range(2, 12, 2):  # one granule a step: five chunks
+            g.reserve(n)
+        self.assertEqual(g.stats()["chunk_count"], 5)
+        g.append(rows_of(0, 10))
+        view = g.view(0, 7)  # reaches into the fourth granule
+        g.resize_(1)
+        self.assertEqual(g.shrink_to_fit(), GRANULE)  # the fifth only: the view reaches the fourth
+        self.assertEqual((g.capacity, g.stats()["viewed_bytes"]), (8, 7 * MiB))
+        self.assert_rows(view, 0, 7)
+        del view
+        self.assertEqual(g.shrink_to_fit(), 3 * GRANULE)
+        self.assertEqual(g.capacity, 2)
+        self.assertEqual(g.stats()["chunks_released"], 4)
+        self.assert_rows(g.tensor, 0, 1)
+        self.assertEqual(g.shrink_to_fit(), 0)
+
+    def test_resize_keeps_the_rows_and_leaves_memory_mapped(self):
+        g = host_growable()
+        g.append(rows_of(0, 5))
+        capacity = g.capacity
+        self.assertIs(g.resize_(2), g)
+        self.assertEqual((len(g), g.capacity), (2, capacity))
+        g.resize_(5)  # the rows are still there: nothing was given back
+        self.assert_rows(g.tensor, 0, 5)
+
+    def test_wrong_rows_raise_type_or_value_errors_naming_what_is_wrong_and_change_nothing(self):
+        g = host_growable()
+        g.append(rows_of(0, 2))
+        before = (len(g), g.capacity, g.data_ptr())
+        cases = [
+            (TypeError, "rows have dtype torch.float64, the tensor torch.float32", rows_of(0, 1).double()),
+            (TypeError, "rows must be a torch.Tensor, got list", [[1.0]]),
+            (ValueError, f"rows must have shape (k,) + {ROW}, got (1, 3)", torch.zeros(1, 3)),
+            (ValueError, f"rows must have shape (k,) + {ROW}, got {ROW}", torch.zeros(ROW)),
+        ]
+        for error, message, rows in cases:
+            with self.assertRaises(error) as caught:
+                g.append(rows)
+            self.assertIn(message, str(caught.exception))
+        with self.assertRaisesRegex(ValueError, "rows must be non-negative, got -1"):
+            g.resize_(-1)
+        with self.assertRaisesRegex(TypeError, "rows must be an int, got str"):
+            g.reserve("3")
+        with self.assertRaisesRegex(ValueError, r"rows \[1, 3\) are not within the tensor's 2 rows"):
+            g.view(1, 3)
+        self.assertEqual((len(g), g.capacity, g.data_ptr()), before)
+        self.assert_rows(g.tensor, 0, 2)
+
+    def test_bad_construction_arguments_raise_type_or_value_errors(self):
+        cases = [
+            (ValueError, "every dimension of row_shape must be positive", dict(row_shape=(4, 0))),
+            (TypeError, "row_shape must hold ints", dict(row_shape=(4.0,))),
+            (TypeError, "dtype must be a torch.dtype", dict(dtype="float32")),
+            (ValueError, "device must be a CUDA device or the CPU, got meta", dict(device="meta")),
+            (ValueError, "max_rows must be a non-negative int", dict(max_rows=-1)),
+            (ValueError, 'growth must be "fast" or "compact", got "slow"', dict(growth="slow")),
+            (ValueError, "map_ahead must be None, True or False", dict(map_ahead="yes")),
+        ]
+        for error, message, kwargs in cases:
+            args = dict(row_shape=ROW, dtype=torch.float32, device="cpu") | kwargs
+            with self.assertRaises(error) as caught:
+                cuvmm_torch.GrowableTensor(**args)
+            self.assertIn(message, str(caught.exception))
+
+    def test_growth_past_max_rows_is_a_value_error_and_changes_nothing(self):
+        g = host_growable(max_rows=4)
+        self.assertEqual(g.max_rows, 4)
+        g.append(rows_of(0, 3))
+        with self.assertRaisesRegex(ValueError, "can hold at most 4 rows"):
+            g.append(rows_of(3, 2))
+        with self.assertRaisesRegex(ValueError, "can hold at most 4 rows"):
+            g.reserve(5)
+        self.assertEqual((len(g), g.capacity), (3, 4))
+        g.append(rows_of(3, 1))  # exactly max_rows still fits
+        self.assert_rows(g.tensor, 0, 4)
+
+    def test_running_out_of_memory_raises_torch_out_of_memory_error_and_keeps_working(self):
+        g = host_growable(growth="compact", _host_memory_limit=2 * GRANULE)
+        g.append(rows_of(0, 3))
+        with self.assertRaisesRegex(torch.OutOfMemoryError, "out of memory growing to more rows"):
+            g.append(rows_of(3, 2))  # a third granule
+        self.assertEqual((len(g), g.capacity), (3, 4))
+        self.assertEqual(g.stats()["chunks_created"], 1)  # the first append's: nothing of the failed one
+        g.append(rows_of(3, 1))
+        self.assert_rows(g.tensor, 0, 4)
+
+    def test_an_append_whose_copy_fails_leaves_the_length_as_it_was(self):
+        g = host_growable()
+        g.append(rows_of(0, 2))
+        with self.assertRaises(NotImplementedError):
+            g.append(torch.empty((2, *ROW), device="meta"))  # the copy itself fails
+        self.assertEqual(len(g), 2)
+        self.assert_rows(g.tensor, 0, 2)
+
+    def test_dlpack_exports_the_current_rows_without_a_copy(self):
+        g = host_growable()
+        g.append(rows_of(4, 3))
+        self.assertEqual(g.__dlpack_device__(), (1, 0))  # kDLCPU
+        t = torch.from_dlpack(g)
+        self.assertEqual(t.data_ptr(), g.data_ptr())
+        self.assert_rows(t, 4, 3)
+        try:
+            import numpy  # not a dependency of torch: checked where it is installed
+        except ImportError:
+            return
+        a = numpy.from_dlpack(g)
+        self.assertEqual(a.ctypes.data, g.data_ptr())
+        self.assertEqual(a.shape, (3, *ROW))
+        self.assertEqual(a[2, 0], 6.0)
+
+    def test_mapping_ahead_on_the_host_holds_one_step_that_shrink_to_fit_gives_back(self):
+        g = host_growable(map_ahead=True, max_rows=1024)
+        self.assertFalse(host_growable().stats()["maps_ahead"])  # automatic: off for host memory
+        for i in range(8):
+            g.append(rows_of(i, 1))
+        g._rows.settle()
+        s = g.stats()
+        self.assertTrue(s["maps_ahead"])
+        self.assertGreater(s["bytes_prepared"], 0)
+        self.assertEqual(s["capacity_bytes"], g.capacity * MiB)
+        self.assertGreaterEqual(g.shrink_to_fit(), s["bytes_prepared"])
+        self.assertEqual(g.stats()["bytes_prepared"], 0)
+        self.assert_rows(g.tensor, 0, 8)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cuvmm_torch's allocator on a GPU machine: builds the package against this machine's torch, then
-# runs test/torch/test_allocator_gpu.py twice, with cuvmm as PyTorch's allocator and with
+# runs test/torch/test_allocator_gpu.py and test_growable_gpu.py twice, with cuvmm as PyTorch's allocator and with
 # PyTorch's own (the control), and the CPU checks; junit XML and logs go to OUT_DIR.
 #
 #   bash test/torch/gpu-check.sh BUILD_DIR OUT_DIR      (PYTHON=python3 by default)
@@ -67,6 +67,7 @@ export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 for mode in ${MODES-cuvmm torch}; do
   # shellcheck disable=SC2086  # PYTEST_ARGS is a list of options
   CUVMM_TORCH_TEST_MODE=$mode "$python" -m pytest -v -p no:cacheprovider ${PYTEST_ARGS:-} "$root/test/torch/test_allocator_gpu.py" \
+    "$root/test/torch/test_growable_gpu.py" \
     --junitxml="$out/junit-$mode.xml" > "$out/pytest-$mode.log" 2>&1
   rc=$?
   log "mode $mode: pytest exit $rc: $(tail -1 "$out/pytest-$mode.log")"

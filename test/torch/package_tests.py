@@ -98,6 +98,13 @@ class LinkageTest(unittest.TestCase):
                 others = [lib for lib in needed if lib != LIBCUVMM and not TORCH_OR_SYSTEM.match(lib)]
                 self.assertEqual(others, [], needed)
 
+    def test_every_shared_object_uses_the_shared_libstdcxx_not_a_copy_of_its_own(self):
+        # A private static libstdc++ breaks the streams of torch's error messages (see
+        # shared_libstdcxx_link_args in meson.build).
+        for name in [n + EXTENSION_SUFFIX for n in EXTENSIONS] + [LIBCUVMM]:
+            with self.subTest(shared_object=name):
+                self.assertIn("libstdc++.so.6", dynamic_section(os.path.join(PACKAGE, name))["NEEDED"])
+
     def test_c_needs_the_libcuvmm_the_package_carries(self):
         self.assertIn(LIBCUVMM, dynamic_section(os.path.join(PACKAGE, "_C" + EXTENSION_SUFFIX))["NEEDED"])
 

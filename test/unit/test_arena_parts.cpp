@@ -5,6 +5,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cstdint>
+#include <set>
 #include <vector>
 
 #include <cuvmm/counting_backend.hpp>
@@ -35,6 +36,19 @@ PagePoolOptions pool_options(std::size_t large_pages_of = 4, std::size_t byte_li
 }
 
 Stream fake_stream(std::uintptr_t n) { return reinterpret_cast<Stream>(n * 64); }
+
+/// Host ordering in which the streams of `capturing` cannot be marked, as a stream capturing a
+/// CUDA graph cannot.
+class CapturingStreamOrder final : public StreamOrder {
+ public:
+  std::set<Stream> capturing;
+  Marker create_marker() override { return nullptr; }
+  void destroy_marker(Marker) noexcept override {}
+  void mark(Marker, Stream) override {}
+  void order_after(Stream, Marker) override {}
+  void wait(Marker) override {}
+  bool can_mark(Stream stream) override { return !capturing.contains(stream); }
+};
 
 }  // namespace
 
@@ -380,6 +394,28 @@ TEST_CASE("free blocks move between streams in one step and vanish with their sl
   CHECK(caches.take_block(b, 2) == base + 6 * page);
   CHECK(caches.take_block(b, 2) == std::nullopt);
   CHECK(caches.other_with_blocks(a, 2) == nullptr);
+}
+
+TEST_CASE("a stream that cannot be marked (capturing a CUDA graph) lends neither pages nor blocks until it can",
+          "[arena][streams]") {
+  CapturingStreamOrder order;
+  StreamCaches caches(order, 4);
+  StreamCache& a = caches.get(fake_stream(1));
+  StreamCache& b = caches.get(fake_stream(2));
+  StreamCache& c = caches.get(fake_stream(3));
+  caches.put_pages(a, 0, 4, false);    // a holds the best fit for 2 slots, b a longer extent
+  caches.put_pages(b, 10, 6, false);
+  caches.put_pages(a, 32, 8, true);
+  caches.put_block(a, 2, 4096);
+  order.capturing.insert(fake_stream(1));
+  CHECK(caches.other_with_pages(c, 2, false) == &b);   // past a, to the next that fits
+  CHECK(caches.other_with_pages(c, 8, false) == nullptr);
+  CHECK(caches.other_with_pages(c, 4, true) == nullptr);
+  CHECK(caches.other_with_blocks(c, 2) == nullptr);
+  order.capturing.clear();             // the capture ended
+  CHECK(caches.other_with_pages(c, 2, false) == &a);
+  CHECK(caches.other_with_pages(c, 4, true) == &a);
+  CHECK(caches.other_with_blocks(c, 2) == &a);
 }
 
 // --- the counting backend ------------------------------------------------------------------------

@@ -412,6 +412,19 @@ class BasicGrowableBuffer {
     storage_.grant_access(grants);
   }
 
+  /// Attaches a growth observer (growth_observer.hpp): told of every chunk mapped now and of each
+  /// later one after it is mapped and before the growth that maps it returns, so before this
+  /// buffer's copy into it is queued; told before each chunk is unmapped, after the wait for the
+  /// buffer's stream that shrink_to_fit(), destruction and move assignment make. An observer that
+  /// throws undoes the growth (size, capacity and contents as before). A default-constructed buffer
+  /// reserves its range first. See GrowableStorage::add_observer.
+  void add_observer(std::shared_ptr<GrowthObserver> observer) {
+    bind();
+    storage_.add_observer(std::move(observer));
+  }
+  /// Detaches `observer`, telling it of the unmapping of every chunk mapped now (nothing is unmapped).
+  bool remove_observer(const GrowthObserver& observer) noexcept { return storage_.remove_observer(observer); }
+
   [[nodiscard]] Stream stream() const noexcept { return stream_; }
   void set_stream(Stream stream) noexcept { stream_ = stream; }
   [[nodiscard]] GrowableStats stats() const noexcept { return storage_.stats(); }

@@ -25,18 +25,26 @@ using Stat = c10::CachingAllocator::Stat;
 std::size_t round_up(std::size_t bytes) { return (std::max<std::size_t>(bytes, 1) + round_bytes - 1) / round_bytes * round_bytes; }
 
 /// "106.00 GiB (113816633344 bytes)": the unit PyTorch's messages use, then the exact count.
-std::string bytes_text(std::size_t bytes) {
-  static constexpr std::array<const char*, 4> units = {"KiB", "MiB", "GiB", "TiB"};
+/// A size as PyTorch's messages print it: bytes up to 1 KiB, then KiB, MiB or GiB with two decimals.
+std::string size_text(std::size_t bytes) {
+  static constexpr std::array<const char*, 3> units = {"KiB", "MiB", "GiB"};
   double value = static_cast<double>(bytes);
   const char* unit = nullptr;
   for (const char* u : units) {
-    if (value < 1024) break;
+    if (value <= 1024) break;
     value /= 1024;
     unit = u;
   }
   if (unit == nullptr) return std::to_string(bytes) + " bytes";
-  char text[96];
-  std::snprintf(text, sizeof text, "%.2f %s (%zu bytes)", value, unit, bytes);
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f %s", value, unit);
+  return text;
+}
+
+/// The size and, when it is not whole bytes already, the exact count: "2.00 MiB (2097152 bytes)".
+std::string bytes_text(std::size_t bytes) {
+  std::string text = size_text(bytes);
+  if (bytes > 1024) text += " (" + std::to_string(bytes) + " bytes)";
   return text;
 }
 
@@ -94,6 +102,7 @@ cuvmm::Arena& DeviceState::arena() {
   if (!arena_) {
     RelaxedDuringCapture const relaxed(true);  // the first allocation may come during a capture
     try {
+      if (fraction_ < 1 && limit_ == no_limit) set_memory_fraction(fraction_);
       arena_ = std::make_unique<cuvmm::Arena>(options_from_environment(device_));
     } catch (const c10::Error&) {
       throw;
@@ -113,18 +122,28 @@ std::size_t DeviceState::device_total_memory() {
   return total_memory_;
 }
 
-Block DeviceState::allocate(std::size_t requested, cudaStream_t stream) {
+std::size_t DeviceState::device_free_memory() {
+  std::size_t free = 0;
+  std::size_t total = 0;
+  c10::cuda::CUDAGuard const on(static_cast<c10::DeviceIndex>(device_));
+  RelaxedDuringCapture const relaxed(capture_underway());
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) (void)cudaGetLastError();
+  return free;
+}
+
+Block DeviceState::allocate(std::size_t requested, cudaStream_t stream, const std::shared_ptr<GatheredContext>& context) {
   bool const capturing = capture_underway();
   if (!capturing) {
-    process_pending(false);
+    process_pending(false, context);
     process_deferred();
-    give_back_dead_pools();
+    give_back_dead_pools(context);
   }
   Block block;
   block.size = round_up(requested);
   block.requested = requested;
   block.device = device_;
   block.stream = stream;
+  block.context = context;
   RelaxedDuringCapture const relaxed(capturing);
   for (auto it = captures_.rbegin(); it != captures_.rend(); ++it) {
     if (it->second(stream)) {
@@ -132,22 +151,30 @@ Block DeviceState::allocate(std::size_t requested, cudaStream_t stream) {
       break;
     }
   }
-  if (is_default_pool(block.pool)) {
-    block.ptr = allocate_from_arena(block.size, stream);
-  } else {
-    PrivatePool& pool = pools_.at(block.pool);
-    auto const found = pool.free_blocks.lower_bound({stream, block.size, nullptr});
-    // A free block of the pool on this stream, if one is at most twice the size asked for.
-    if (found != pool.free_blocks.end() && std::get<0>(*found) == stream && std::get<1>(*found) <= 2 * block.size) {
-      block.ptr = std::get<2>(*found);
-      block.size = std::get<1>(*found);
-      pool.free_blocks.erase(found);
-      pool.blocks.at(block.ptr).live = true;
+  try {
+    if (is_default_pool(block.pool)) {
+      block.ptr = allocate_from_arena(block.size, stream);
+      trace_block(TraceEntry::SEGMENT_ALLOC, block, block.size, context);
     } else {
-      block.ptr = allocate_in_pool(pool, block.size, stream);
+      PrivatePool& pool = pools_.at(block.pool);
+      auto const found = pool.free_blocks.lower_bound({stream, block.size, nullptr});
+      // A free block of the pool on this stream, if one is at most twice the size asked for.
+      if (found != pool.free_blocks.end() && std::get<0>(*found) == stream && std::get<1>(*found) <= 2 * block.size) {
+        block.ptr = std::get<2>(*found);
+        block.size = std::get<1>(*found);
+        pool.free_blocks.erase(found);
+        pool.blocks.at(block.ptr).live = true;
+      } else {
+        block.ptr = allocate_in_pool(pool, block.size, stream, context);
+        trace_block(TraceEntry::SEGMENT_ALLOC, block, block.size, context);
+      }
+      ++pool.live;
     }
-    ++pool.live;
+  } catch (const c10::OutOfMemoryError&) {
+    history_.record(TraceEntry::OOM, device_, device_free_memory(), block.size, stream, block.pool, context);
+    throw;
   }
+  trace_block(TraceEntry::ALLOC, block, block.requested, context);
   count_allocated(block, true);
   count_active(block.size, true);
   return block;
@@ -162,8 +189,8 @@ void* DeviceState::allocate_from_arena(std::size_t size, cudaStream_t stream) {
     if (capture_underway()) out_of_memory(size, e.what());
     // What the pending frees hold and the dead pools' blocks may be enough: wait, then try again.
     ++stats_.num_alloc_retries;
-    process_pending(true);
-    give_back_dead_pools();
+    process_pending(true, nullptr);
+    give_back_dead_pools(nullptr);
     try {
       p = a.allocate(size, stream);
     } catch (const cuvmm::OutOfMemory& again) {
@@ -187,7 +214,8 @@ void DeviceState::make_pool_stream() {
   C10_CUDA_CHECK(cudaStreamCreateWithFlags(&pool_stream_, cudaStreamNonBlocking));
 }
 
-void* DeviceState::allocate_in_pool(PrivatePool& pool, std::size_t size, cudaStream_t stream) {
+void* DeviceState::allocate_in_pool(PrivatePool& pool, std::size_t size, cudaStream_t stream,
+                                    const std::shared_ptr<GatheredContext>& context) {
   make_pool_stream();
   void* const p = allocate_from_arena(size, pool_stream_);
   // The Arena may have made the pool stream wait for another stream's work on this memory: wait
@@ -197,12 +225,12 @@ void* DeviceState::allocate_in_pool(PrivatePool& pool, std::size_t size, cudaStr
     arena().deallocate(p, size, pool_stream_);
     C10_CUDA_CHECK(waited);
   }
-  pool.blocks.emplace(p, PoolBlock{size, stream, true});
+  pool.blocks.emplace(p, PoolBlock{size, stream, true, context});
   return p;
 }
 
 void DeviceState::enforce_limit(void* p, std::size_t size, cudaStream_t stream) {
-  if (limit_ == 0 || static_cast<std::size_t>(stats_.reserved_bytes[index(StatType::AGGREGATE)].current) <= limit_) {
+  if (limit_ == no_limit || static_cast<std::size_t>(stats_.reserved_bytes[index(StatType::AGGREGATE)].current) <= limit_) {
     return;
   }
   if (!capture_underway()) trim();
@@ -226,24 +254,32 @@ void DeviceState::out_of_memory(std::size_t size, const std::string& cause) {
     }
   }
   sample_arena();
-  std::size_t free = 0;
-  std::size_t total = 0;
-  {
-    c10::cuda::CUDAGuard const on(static_cast<c10::DeviceIndex>(device_));
-    RelaxedDuringCapture const relaxed(capture_underway());
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) (void)cudaGetLastError();
-  }
+  std::size_t const free = device_free_memory();
+  std::size_t const total = device_total_memory();
   cuvmm::ArenaStats const s = arena_ ? arena_->stats() : cuvmm::ArenaStats{};
-  TORCH_CHECK_WITH(OutOfMemoryError, false, "cuvmm: out of memory on device ", device_, ": tried to allocate ",
-                   bytes_text(size), "; the arena holds ", bytes_text(s.bytes_requested.current), " in ",
-                   s.allocations.current, " live allocations and ", bytes_text(s.bytes_physical.current),
+  // PyTorch's sentences first (code that parses out-of-memory messages reads them), then cuvmm's.
+  std::size_t const allocated = static_cast<std::size_t>(stats_.allocated_bytes[index(StatType::AGGREGATE)].current);
+  std::size_t const reserved = static_cast<std::size_t>(stats_.reserved_bytes[index(StatType::AGGREGATE)].current);
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", size_text(size), ". GPU ", device_,
+                   " has a total capacity of ", size_text(total), " of which ", size_text(free),
+                   " is free. Of the allocated memory ", size_text(allocated), " is allocated by PyTorch, and ",
+                   size_text(reserved > allocated ? reserved - allocated : 0),
+                   " is reserved by PyTorch but unallocated. cuvmm: the arena holds ", bytes_text(s.bytes_requested.current),
+                   " in ", s.allocations.current, " live allocations and ", bytes_text(s.bytes_physical.current),
                    " of physical memory in all, after giving back ", bytes_text(given_back), " of cached pages",
-                   trim_failure, "; the device has ", bytes_text(free), " free of ", bytes_text(total), ". (", cause,
-                   ")");
+                   trim_failure, " (", cause, ")");
 }
 
-void DeviceState::free(Block block) {
+
+void DeviceState::trace_block(TraceEntry::Action action, const Block& block, std::size_t size,
+                              const std::shared_ptr<GatheredContext>& context) {
+  history_.record(action, device_, reinterpret_cast<std::size_t>(block.ptr), size, block.stream, block.pool,
+                  context ? context : block.context);
+}
+
+void DeviceState::free(Block block, const std::shared_ptr<GatheredContext>& context) {
   count_allocated(block, false);
+  trace_block(TraceEntry::FREE_REQUESTED, block, block.requested, context);
   RelaxedDuringCapture const relaxed(capture_underway());  // the Arena may make a stream's marker
   if (!block.stream_uses.empty()) {
     if (capture_underway()) {
@@ -260,13 +296,14 @@ void DeviceState::free(Block block) {
     pending_.push_back(std::move(pending));
     return;
   }
-  release(block);
+  release(block, context);
 }
 
-void DeviceState::release(const Block& block) {
+void DeviceState::release(const Block& block, const std::shared_ptr<GatheredContext>& context) {
   count_active(block.size, false);
+  trace_block(TraceEntry::FREE_COMPLETED, block, block.requested, context);
   if (!is_default_pool(block.pool)) {
-    return_block_to_pool(block);
+    return_block_to_pool(block, context);
     return;
   }
   try {
@@ -275,15 +312,16 @@ void DeviceState::release(const Block& block) {
     std::fprintf(stderr, "cuvmm_torch: freeing %p (%zu bytes, device %d) failed: %s\n", block.ptr, block.size, device_,
                  e.what());
   }
+  trace_block(TraceEntry::SEGMENT_FREE, block, block.size, context);  // the block was its own segment
 }
 
-void DeviceState::return_block_to_pool(const Block& block) {
+void DeviceState::return_block_to_pool(const Block& block, const std::shared_ptr<GatheredContext>& context) {
   PrivatePool& pool = pools_.at(block.pool);
   PoolBlock& pb = pool.blocks.at(block.ptr);
   pb.live = false;
   --pool.live;
   pool.free_blocks.emplace(pb.stream, pb.size, block.ptr);
-  maybe_kill_pool(block.pool);
+  maybe_kill_pool(block.pool, context);
 }
 
 void DeviceState::record_stream(Block& block, cudaStream_t stream) {
@@ -304,7 +342,7 @@ cudaEvent_t DeviceState::take_event() {
   return e;
 }
 
-void DeviceState::process_pending(bool wait) {
+void DeviceState::process_pending(bool wait, const std::shared_ptr<GatheredContext>& context) {
   if (pending_.empty()) return;
   c10::cuda::CUDAGuard const on(static_cast<c10::DeviceIndex>(device_));
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -325,7 +363,7 @@ void DeviceState::process_pending(bool wait) {
     spare_events_.insert(spare_events_.end(), it->events.begin(), it->events.end());
     Block const block = std::move(it->block);
     it = pending_.erase(it);
-    release(block);
+    release(block, context);
   }
 }
 
@@ -346,14 +384,14 @@ void DeviceState::process_deferred() {
   }
 }
 
-void DeviceState::maybe_kill_pool(MempoolId_t id) {
+void DeviceState::maybe_kill_pool(MempoolId_t id, const std::shared_ptr<GatheredContext>& context) {
   auto const it = pools_.find(id);
   if (it == pools_.end() || it->second.use_count > 0 || it->second.live > 0) return;
   if (std::find(dead_pools_.begin(), dead_pools_.end(), id) == dead_pools_.end()) dead_pools_.push_back(id);
-  if (!capture_underway()) give_back_dead_pools();
+  if (!capture_underway()) give_back_dead_pools(context);
 }
 
-void DeviceState::give_back_dead_pools() {
+void DeviceState::give_back_dead_pools(const std::shared_ptr<GatheredContext>& context) {
   if (dead_pools_.empty()) return;
   std::vector<MempoolId_t> dead;
   dead.swap(dead_pools_);
@@ -374,6 +412,8 @@ void DeviceState::give_back_dead_pools() {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "cuvmm_torch: giving back a pool block %p failed: %s\n", ptr, e.what());
       }
+      history_.record(TraceEntry::SEGMENT_FREE, device_, reinterpret_cast<std::size_t>(ptr), block.size, block.stream,
+                      id, context ? context : block.segment_context);
     }
     pools_.erase(it);
   }
@@ -398,7 +438,7 @@ void DeviceState::end_allocate_to_pool(MempoolId_t pool) {
   captures_.erase(it);
   if (!capture_underway()) {
     process_deferred();
-    give_back_dead_pools();
+    give_back_dead_pools(nullptr);
   }
 }
 
@@ -408,7 +448,7 @@ void DeviceState::release_pool(MempoolId_t pool) {
   TORCH_CHECK(it->second.use_count > 0, "cuvmm_torch: releasePool: pool (", pool.first, ", ", pool.second,
               ") was released more often than it was used");
   --it->second.use_count;
-  maybe_kill_pool(pool);
+  maybe_kill_pool(pool, nullptr);
 }
 
 int DeviceState::pool_use_count(MempoolId_t pool) const {
@@ -446,7 +486,7 @@ void DeviceState::restore(const PoolCheckpoint& checkpoint, std::unordered_map<v
   TORCH_CHECK(pool_it != pools_.end(), "cuvmm_torch: setCheckpointPoolState: pool (", checkpoint.pool.first, ", ",
               checkpoint.pool.second, ") no longer exists");
   PrivatePool& pool = pool_it->second;
-  process_pending(true);  // a block whose free waits for other streams is not free in the pool yet
+  process_pending(true, nullptr);  // a block whose free waits for other streams is not free in the pool yet
   for (Block const& b : checkpoint.live) {
     auto const known = pool.blocks.find(b.ptr);
     TORCH_CHECK(known != pool.blocks.end() && known->second.size == b.size,
@@ -460,7 +500,8 @@ void DeviceState::restore(const PoolCheckpoint& checkpoint, std::unordered_map<v
       it = live.erase(it);
       freed.push_back(b.ptr);
       count_allocated(b, false);
-      release(b);
+      trace_block(TraceEntry::FREE_REQUESTED, b, b.requested, nullptr);
+      release(b, nullptr);
     } else {
       ++it;
     }
@@ -472,6 +513,7 @@ void DeviceState::restore(const PoolCheckpoint& checkpoint, std::unordered_map<v
     pb.live = true;
     ++pool.live;
     b.stream_uses.clear();
+    trace_block(TraceEntry::ALLOC, b, b.requested, nullptr);
     count_allocated(b, true);
     count_active(b.size, true);
     live.emplace(b.ptr, b);
@@ -479,12 +521,12 @@ void DeviceState::restore(const PoolCheckpoint& checkpoint, std::unordered_map<v
   }
 }
 
-std::size_t DeviceState::empty_cache() {
+std::size_t DeviceState::empty_cache(const std::shared_ptr<GatheredContext>& context) {
   if (capture_underway()) return 0;  // nothing may wait or unmap while a capture records
-  process_pending(true);
+  process_pending(true, context);
   process_deferred();
-  process_pending(true);
-  give_back_dead_pools();
+  process_pending(true, context);
+  give_back_dead_pools(context);
   return trim();
 }
 
@@ -504,7 +546,7 @@ void DeviceState::set_memory_fraction(double fraction) {
   TORCH_CHECK_VALUE(fraction >= 0 && fraction <= 1, "cuvmm_torch: invalid memory fraction ", fraction,
                     ": it must be between 0 and 1");
   fraction_ = fraction;
-  limit_ = fraction < 1 ? static_cast<std::size_t>(fraction * static_cast<double>(device_total_memory())) : 0;
+  limit_ = fraction < 1 ? static_cast<std::size_t>(fraction * static_cast<double>(device_total_memory())) : no_limit;
 }
 
 void DeviceState::count_allocated(const Block& block, bool up) {
@@ -538,26 +580,29 @@ DeviceStats DeviceState::stats() {
   return stats_;
 }
 
+namespace {
+
+/// Calls `reset` on every counted statistic of `stats` (the per-pool arrays and the oversize pair).
+template <typename Reset>
+void for_each_stat(DeviceStats& stats, Reset reset) {
+  for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split, &stats.allocated_bytes,
+                      &stats.reserved_bytes, &stats.active_bytes, &stats.inactive_split_bytes, &stats.requested_bytes}) {
+    for (Stat& s : *array) reset(s);
+  }
+  reset(stats.oversize_allocations);
+  reset(stats.oversize_segments);
+}
+
+}  // namespace
+
 void DeviceState::reset_peaks() {
   sample_arena();
-  for (auto* array : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-                      &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-                      &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
-    for (Stat& s : *array) s.reset_peak();
-  }
-  stats_.oversize_allocations.reset_peak();
-  stats_.oversize_segments.reset_peak();
+  for_each_stat(stats_, [](Stat& s) { s.reset_peak(); });
 }
 
 void DeviceState::reset_accumulated() {
   sample_arena();
-  for (auto* array : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-                      &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-                      &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
-    for (Stat& s : *array) s.reset_accumulated();
-  }
-  stats_.oversize_allocations.reset_accumulated();
-  stats_.oversize_segments.reset_accumulated();
+  for_each_stat(stats_, [](Stat& s) { s.reset_accumulated(); });
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
   stats_.num_sync_all_streams = 0;
@@ -583,7 +628,7 @@ std::size_t DeviceState::largest_cached_block() {
     held = s.bytes_physical.current - std::min(s.bytes_physical.current, s.bytes_requested.current);
   }
   std::size_t largest = free + held;
-  if (limit_ != 0) {
+  if (limit_ != no_limit) {
     auto const reserved = static_cast<std::size_t>(std::max<std::int64_t>(0, stats_.reserved_bytes[0].current));
     largest = std::min(largest, limit_ > reserved ? limit_ - reserved + held : held);
   }
@@ -591,9 +636,13 @@ std::size_t DeviceState::largest_cached_block() {
 }
 
 void DeviceState::describe(std::vector<c10::CachingDeviceAllocator::SegmentInfo>& segments, MempoolId_t only,
-                           const std::unordered_map<void*, Block>& live) const {
+                           const std::unordered_map<void*, Block>& live) {
+  std::size_t active_bytes = 0;
+  // One segment of one block. `block_context`: the live or pending block's allocation;
+  // `segment_context`: where the segment was made (a pool block's differs from its current use's).
   auto segment_of = [&](void* ptr, std::size_t size, std::size_t requested, void* stream, MempoolId_t pool,
-                        bool allocated, bool active) {
+                        bool allocated, bool active, const std::shared_ptr<GatheredContext>& block_context,
+                        const std::shared_ptr<GatheredContext>& segment_context) {
     c10::CachingDeviceAllocator::SegmentInfo s;
     s.device = static_cast<c10::DeviceIndex>(device_);
     s.address = reinterpret_cast<std::size_t>(ptr);
@@ -604,29 +653,42 @@ void DeviceState::describe(std::vector<c10::CachingDeviceAllocator::SegmentInfo>
     s.stream = stream;
     s.is_large = size > small_pool_max;
     s.owner_private_pool_id = pool;
+    s.context_when_allocated = segment_context;
     c10::CachingDeviceAllocator::BlockInfo b;
     b.size = size;
     b.requested_size = s.requested_size;
     b.allocated = allocated;
     b.active = active;
+    b.context_when_allocated = block_context;
     s.blocks.push_back(b);
+    active_bytes += s.active_size;
     segments.push_back(std::move(s));
+  };
+  // A pool block's segment was made when the pool took it from the Arena; a default block's with it.
+  auto segment_context_of = [&](const Block& b) -> const std::shared_ptr<GatheredContext>& {
+    return is_default_pool(b.pool) ? b.context : pools_.at(b.pool).blocks.at(b.ptr).segment_context;
   };
   bool const all = is_default_pool(only);
   for (auto const& [ptr, b] : live) {
     if (b.device != device_ || (!all && b.pool != only)) continue;
-    segment_of(ptr, b.size, b.requested, b.stream, b.pool, true, true);
+    segment_of(ptr, b.size, b.requested, b.stream, b.pool, true, true, b.context, segment_context_of(b));
   }
   for (PendingFree const& p : pending_) {
     if (!all && p.block.pool != only) continue;
-    segment_of(p.block.ptr, p.block.size, p.block.requested, p.block.stream, p.block.pool, false, true);
+    segment_of(p.block.ptr, p.block.size, p.block.requested, p.block.stream, p.block.pool, false, true, p.block.context,
+               segment_context_of(p.block));
+  }
+  for (Block const& d : deferred_) {
+    if (!all && d.pool != only) continue;
+    segment_of(d.ptr, d.size, d.requested, d.stream, d.pool, false, true, d.context, segment_context_of(d));
   }
   for (auto const& [id, pool] : pools_) {
     if (!all && id != only) continue;
     for (auto const& [ptr, b] : pool.blocks) {
-      if (!b.live) segment_of(ptr, b.size, 0, b.stream, id, false, false);
+      if (!b.live) segment_of(ptr, b.size, 0, b.stream, id, false, false, nullptr, b.segment_context);
     }
   }
+  history_.record(TraceEntry::SNAPSHOT, device_, 0, active_bytes, nullptr, {0, 0}, nullptr);
 }
 
 }  // namespace cuvmm_torch

@@ -23,6 +23,18 @@
 // error. A free during a capture records no event (that would be captured): it waits until no
 // capture is underway.
 //
+// History (torch.cuda.memory._record_memory_history): every block is its own segment, as the
+// snapshot describes it (describe), and the trace says so too. A block the Arena gives is traced
+// segment_alloc (its rounded size) then alloc (the bytes asked for); its free is free_requested,
+// then free_completed when it really goes back (at once, or once the events recorded for its other
+// streams completed), then segment_free as the Arena takes it back. A private pool's block is a
+// segment from when the pool takes it from the Arena until the dead pool gives it back (segment_free
+// then); reusing or freeing it inside the pool traces alloc and free_requested/free_completed only.
+// A request that fails traces oom (addr: the bytes the device has free; size: the rounded request),
+// a snapshot traces snapshot (size: the active bytes described). Contexts come from the caller,
+// gathered before the allocator's lock (see history.hpp); a live block keeps its allocation's, and
+// a pool block the one of its segment's making.
+//
 // Statistics follow PyTorch's definitions where the Arena allows: allocated and requested bytes
 // and counts are kept here exactly (sizes rounded to 512 bytes, as PyTorch does); reserved bytes
 // are the Arena's physical bytes (pages held, mapped or pooled) and segments its pages' chunks.
@@ -52,9 +64,10 @@
 
 #include <cuvmm/arena.hpp>
 
+#include "history.hpp"
+
 namespace cuvmm_torch {
 
-using c10::MempoolId_t;
 using DeviceStats = c10::CachingDeviceAllocator::DeviceStats;
 
 /// PyTorch rounds every request to this many bytes (kMinBlockSize); so do the statistics here.
@@ -79,6 +92,7 @@ struct Block {
   cudaStream_t stream = nullptr;  // the stream it was allocated on
   MempoolId_t pool{0, 0};         // {0, 0}: no private pool
   std::vector<cudaStream_t> stream_uses;  // other streams that use it (record_stream)
+  std::shared_ptr<GatheredContext> context;  // where it was allocated (history); null when not recorded
 };
 
 /// A block of a private pool, live or on its free list.
@@ -86,6 +100,7 @@ struct PoolBlock {
   std::size_t size = 0;
   cudaStream_t stream = nullptr;
   bool live = false;
+  std::shared_ptr<GatheredContext> segment_context;  // where the pool took it from the Arena (history)
 };
 
 struct PrivatePool {
@@ -110,17 +125,21 @@ struct PoolCheckpoint final : c10::cuda::CUDACachingAllocator::AllocatorState {
 
 class DeviceState {
  public:
-  explicit DeviceState(int device) : device_(device) {}
+  /// `fraction`: the share of the device the process may hold (PYTORCH_CUDA_ALLOC_CONF's
+  /// per_process_memory_fraction); its byte limit is computed when the arena is made, so that
+  /// making the state touches no device.
+  explicit DeviceState(int device, double fraction = 1.0) : device_(device), fraction_(fraction) {}
   DeviceState(const DeviceState&) = delete;
   DeviceState& operator=(const DeviceState&) = delete;
   ~DeviceState() = default;  // never run: the states are leaked (see the note at the top)
 
   /// A block of `requested` bytes for work on `stream`, from the pool that an active
   /// beginAllocateToPool routes `stream` to, else from the Arena. Throws c10::OutOfMemoryError.
-  Block allocate(std::size_t requested, cudaStream_t stream);
+  /// `context`: the caller's, gathered for the history (null when not recorded).
+  Block allocate(std::size_t requested, cudaStream_t stream, const std::shared_ptr<GatheredContext>& context);
   /// Frees a live block, which the caller took out of its table (stream uses first, see the note
-  /// at the top).
-  void free(Block block);
+  /// at the top). `context`: the free's, for the history (null: the block's own is traced).
+  void free(Block block, const std::shared_ptr<GatheredContext>& context);
   void record_stream(Block& block, cudaStream_t stream);
 
   void begin_allocate_to_pool(MempoolId_t pool, std::function<bool(cudaStream_t)> filter);
@@ -137,8 +156,8 @@ class DeviceState {
                std::vector<Block>& allocated);
 
   /// Waits for pending frees, gives dead pools back and trims the Arena; the bytes given back.
-  /// Nothing during a capture.
-  std::size_t empty_cache();
+  /// Nothing during a capture. `context`: the caller's, for the history.
+  std::size_t empty_cache(const std::shared_ptr<GatheredContext>& context);
   void set_memory_fraction(double fraction);
   [[nodiscard]] double memory_fraction() const { return fraction_; }
 
@@ -148,9 +167,12 @@ class DeviceState {
   /// The largest request that could be served: what the device has free plus what the arena
   /// holds beyond its live allocations, within the memory fraction.
   std::size_t largest_cached_block();
-  /// Live blocks and the free blocks of private pools, as PyTorch's snapshot segments.
+  /// Live blocks and the free blocks of private pools, as PyTorch's snapshot segments, with the
+  /// contexts recorded for them; traces a snapshot entry.
   void describe(std::vector<c10::CachingDeviceAllocator::SegmentInfo>& segments, MempoolId_t only,
-                const std::unordered_map<void*, Block>& live) const;
+                const std::unordered_map<void*, Block>& live);
+
+  History& history() { return history_; }
 
   [[nodiscard]] bool capture_underway() const { return !captures_.empty(); }
   cuvmm::Arena* arena_if_made() const { return arena_.get(); }
@@ -160,14 +182,20 @@ class DeviceState {
  private:
   void* allocate_from_arena(std::size_t size, cudaStream_t stream);
   void make_pool_stream();
-  void* allocate_in_pool(PrivatePool& pool, std::size_t size, cudaStream_t stream);
+  void* allocate_in_pool(PrivatePool& pool, std::size_t size, cudaStream_t stream,
+                         const std::shared_ptr<GatheredContext>& context);
+  /// Traces `action` on `block` (its address, pool and stream; `size`) with `context`, or the
+  /// block's own where `context` is null.
+  void trace_block(TraceEntry::Action action, const Block& block, std::size_t size,
+                   const std::shared_ptr<GatheredContext>& context);
 
-  void release(const Block& block);        // back to the Arena or the pool's free list
-  void return_block_to_pool(const Block& block);
-  void process_pending(bool wait);
+  /// Back to the Arena or the pool's free list; `context` as for trace_block.
+  void release(const Block& block, const std::shared_ptr<GatheredContext>& context);
+  void return_block_to_pool(const Block& block, const std::shared_ptr<GatheredContext>& context);
+  void process_pending(bool wait, const std::shared_ptr<GatheredContext>& context);
   void process_deferred();
-  void give_back_dead_pools();
-  void maybe_kill_pool(MempoolId_t id);
+  void give_back_dead_pools(const std::shared_ptr<GatheredContext>& context);
+  void maybe_kill_pool(MempoolId_t id, const std::shared_ptr<GatheredContext>& context);
   void count_allocated(const Block& block, bool up);
   void count_active(std::size_t size, bool up);
   void sample_arena();
@@ -175,6 +203,8 @@ class DeviceState {
   void enforce_limit(void* p, std::size_t size, cudaStream_t stream);
   [[noreturn]] void out_of_memory(std::size_t size, const std::string& cause);
   std::size_t device_total_memory();
+  /// What cudaMemGetInfo says is free; 0 where it fails (allowed during a capture).
+  std::size_t device_free_memory();
 
   int device_;
   std::unique_ptr<cuvmm::Arena> arena_;
@@ -187,10 +217,12 @@ class DeviceState {
   std::vector<cudaEvent_t> spare_events_;
   DeviceStats stats_;
   double fraction_ = 1.0;
-  std::size_t limit_ = 0;  // bytes; 0: none
+  static constexpr std::size_t no_limit = static_cast<std::size_t>(-1);
+  std::size_t limit_ = no_limit;  // bytes the process may hold on the device (a fraction of 0: none)
   std::size_t total_memory_ = 0;
   std::int64_t device_alloc_base_ = 0;  // the Arena's chunk counts at the last reset_accumulated
   std::int64_t device_free_base_ = 0;
+  History history_;
 };
 
 }  // namespace cuvmm_torch

@@ -1,6 +1,7 @@
 // cuda_allocator.cpp: see cuda_allocator.hpp.
 #include "cuda_allocator.hpp"
 
+#include <c10/cuda/CUDAAllocatorConfig.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -14,6 +15,9 @@ namespace cuvmm_torch {
 namespace {
 
 void delete_pointer(void* ptr) { CuvmmAllocator::instance()->free_pointer(ptr, false); }
+// A distinct deleter for memory made while caching was off: record_stream ignores it, as PyTorch's
+// allocator ignores its uncached memory.
+void delete_uncached(void* ptr) { CuvmmAllocator::instance()->free_pointer(ptr, false); }
 
 std::string pool_text(MempoolId_t id) { return "(" + std::to_string(id.first) + ", " + std::to_string(id.second) + ")"; }
 
@@ -34,18 +38,29 @@ DeviceState& CuvmmAllocator::state(c10::DeviceIndex device) {
 
 void CuvmmAllocator::init(int device_count) {
   std::lock_guard const lock(mutex_);
-  for (auto i = static_cast<int>(states_.size()); i < device_count; ++i) states_.push_back(std::make_unique<DeviceState>(i));
+  double const fraction = c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::per_process_memory_fraction();
+  for (auto i = static_cast<int>(states_.size()); i < device_count; ++i) {
+    states_.push_back(std::make_unique<DeviceState>(i, fraction));
+    states_.back()->history().configure(history_, false);
+  }
   initialized_ = true;
 }
 
 bool CuvmmAllocator::initialized() { return initialized_; }
 
+std::shared_ptr<GatheredContext> CuvmmAllocator::gather_context(RecordContext level) {
+  if (record_context_.load() < level) return nullptr;
+  c10::CachingDeviceAllocator::CreateContextFn const recorder = context_recorder_.load();
+  return recorder != nullptr ? recorder() : nullptr;
+}
+
 void* CuvmmAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, cudaStream_t stream) {
+  std::shared_ptr<GatheredContext> const context = gather_context(RecordContext::STATE);
   std::lock_guard const lock(mutex_);
   DeviceState& s = state(device);
   Block block;
   try {
-    block = s.allocate(nbytes, stream);
+    block = s.allocate(nbytes, stream, context);
   } catch (const c10::OutOfMemoryError&) {
     if (!oom_observers_.empty()) {
       DeviceStats const stats = s.stats();
@@ -61,7 +76,15 @@ void* CuvmmAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, cudaSt
 }
 
 c10::DataPtr CuvmmAllocator::allocate(size_t n) {
+  // As PyTorch's allocators do, before anything is asked of the device (and not counted as an OOM).
+  constexpr std::size_t one_exbibyte = std::size_t{1} << 60;
+  TORCH_CHECK_WITH(OutOfMemoryError, n < one_exbibyte, "CUDA out of memory. Tried to allocate more than 1EB memory. (cuvmm: ",
+                   n, " bytes)");
   c10::DeviceIndex const device = c10::cuda::current_device();
+  if (!enabled_) {
+    void* const p = n == 0 ? nullptr : allocate_uncached(n);
+    return {p, p, &delete_uncached, c10::Device(c10::DeviceType::CUDA, device)};
+  }
   void* const p = n == 0 ? nullptr : allocate_on(device, n, c10::cuda::getCurrentCUDAStream(device).stream());
   return {p, p, &delete_pointer, c10::Device(c10::DeviceType::CUDA, device)};
 }
@@ -79,15 +102,39 @@ void* CuvmmAllocator::raw_alloc(size_t nbytes) {
 
 void* CuvmmAllocator::raw_alloc_with_stream(size_t nbytes, cudaStream_t stream) {
   if (nbytes == 0) return nullptr;
+  if (!enabled_) return allocate_uncached(nbytes);
   return allocate_on(c10::cuda::current_device(), nbytes, stream);
+}
+
+void* CuvmmAllocator::allocate_uncached(size_t nbytes) {
+  void* p = nullptr;
+  cudaError_t const status = cudaMalloc(&p, nbytes);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", nbytes,
+                     " bytes with caching turned off (cudaMalloc)");
+  }
+  C10_CUDA_CHECK(status);
+  std::lock_guard const lock(mutex_);
+  uncached_.insert(p);
+  return p;
 }
 
 void CuvmmAllocator::raw_delete(void* ptr) { free_pointer(ptr, true); }
 
 void CuvmmAllocator::free_pointer(void* ptr, bool throw_if_unknown) {
   if (ptr == nullptr) return;
+  std::shared_ptr<GatheredContext> const context = gather_context(RecordContext::ALL);
   std::lock_guard const lock(mutex_);
   auto const it = live_.find(ptr);
+  if (it == live_.end() && uncached_.erase(ptr) == 1) {
+    cudaError_t const status = cudaFree(ptr);
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      std::fprintf(stderr, "cuvmm_torch: cudaFree(%p) failed: %s\n", ptr, cudaGetErrorString(status));
+    }
+    return;
+  }
   if (it == live_.end()) {
     TORCH_CHECK(!throw_if_unknown, "cuvmm_torch: invalid device pointer ", ptr, " (not allocated by cuvmm, or freed)");
     std::fprintf(stderr, "cuvmm_torch: freeing %p, which cuvmm did not allocate (or freed already): ignored\n", ptr);
@@ -96,7 +143,7 @@ void CuvmmAllocator::free_pointer(void* ptr, bool throw_if_unknown) {
   Block block = std::move(it->second);
   live_.erase(it);
   try {
-    states_[static_cast<std::size_t>(block.device)]->free(std::move(block));
+    states_[static_cast<std::size_t>(block.device)]->free(std::move(block), context);
   } catch (const std::exception& e) {
     if (throw_if_unknown) throw;
     std::fprintf(stderr, "cuvmm_torch: freeing %p failed: %s\n", ptr, e.what());
@@ -105,8 +152,9 @@ void CuvmmAllocator::free_pointer(void* ptr, bool throw_if_unknown) {
 
 void CuvmmAllocator::emptyCache(MempoolId_t /*mempool_id*/) {
   // Every pool's blocks stay while the pool lives; a dead pool's go back with everything else.
+  std::shared_ptr<GatheredContext> const context = gather_context(RecordContext::ALL);
   std::lock_guard const lock(mutex_);
-  for (auto& s : states_) s->empty_cache();
+  for (auto& s : states_) s->empty_cache(context);
 }
 
 DeviceStats CuvmmAllocator::getDeviceStats(c10::DeviceIndex device) {
@@ -165,12 +213,16 @@ void CuvmmAllocator::recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream
   states_[static_cast<std::size_t>(it->second.device)]->record_stream(it->second, stream.stream());
 }
 
-CuvmmAllocator::SnapshotInfo CuvmmAllocator::snapshot(MempoolId_t mempool_id, bool /*include_traces*/) {
+CuvmmAllocator::SnapshotInfo CuvmmAllocator::snapshot(MempoolId_t mempool_id, bool include_traces) {
+  std::function<c10::time_t(c10::approx_time_t)> const to_unix_ns = clock_converter_.makeConverter();
   std::lock_guard const lock(mutex_);
   SnapshotInfo info{};
   for (auto const& s : states_) {
+    // The trace before describing: describe traces this snapshot, which the next snapshot shows.
+    std::vector<TraceEntry> trace = include_traces ? s->history().entries() : std::vector<TraceEntry>{};
+    for (TraceEntry& e : trace) e.time_.t_ = to_unix_ns(e.time_.approx_t_) / 1000;  // microseconds
+    info.device_traces.push_back(std::move(trace));
     s->describe(info.segments, mempool_id, live_);
-    info.device_traces.emplace_back();  // no history is recorded (recordHistory refuses)
   }
   info.config_metadata.last_allocator_settings = "cuvmm";
   return info;
@@ -230,14 +282,32 @@ std::shared_ptr<void> CuvmmAllocator::getIpcDevPtr(std::string /*handle*/) {
   TORCH_CHECK(false, "cuvmm_torch: opening a CUDA IPC handle is not supported while cuvmm is PyTorch's allocator");
 }
 
-bool CuvmmAllocator::isHistoryEnabled() { return false; }
-
-void CuvmmAllocator::recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn /*context_recorder*/,
-                                   size_t /*alloc_trace_max_entries*/, c10::CachingDeviceAllocator::RecordContext /*when*/,
-                                   bool /*clearHistory*/, const std::vector<std::string>& /*skip_actions*/) {
-  TORCH_CHECK(!enabled, "cuvmm_torch: recording the allocator's history (torch.cuda.memory._record_memory_history) "
-                        "is not supported while cuvmm is PyTorch's allocator");
+bool CuvmmAllocator::isHistoryEnabled() {
+  std::lock_guard const lock(mutex_);
+  return history_.enabled;
 }
+
+void CuvmmAllocator::recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
+                                   size_t alloc_trace_max_entries, RecordContext when, bool clearHistory,
+                                   const std::vector<std::string>& skip_actions) {
+  TORCH_CHECK(when == RecordContext::NEVER || context_recorder != nullptr,
+              "cuvmm_torch: recordHistory: recording contexts needs a context recorder");
+  HistorySettings settings;
+  settings.enabled = enabled;
+  settings.when = enabled ? when : RecordContext::NEVER;
+  settings.max_entries = alloc_trace_max_entries;
+  settings.skipped = parse_skip_actions(skip_actions);
+  std::lock_guard const lock(mutex_);
+  history_ = std::move(settings);
+  for (auto& s : states_) s->history().configure(history_, clearHistory);
+  context_recorder_.store(enabled ? context_recorder : nullptr);
+  record_context_.store(history_.when);
+}
+
+void CuvmmAllocator::pushCompileContext(std::string& md) { push_compile_context(md); }
+void CuvmmAllocator::popCompileContext() { pop_compile_context(); }
+void CuvmmAllocator::setUserMetadata(const std::string& metadata) { set_user_metadata(metadata); }
+std::string CuvmmAllocator::getUserMetadata() { return user_metadata(); }
 
 void CuvmmAllocator::attachOutOfMemoryObserver(c10::cuda::CUDACachingAllocator::OutOfMemoryObserver observer) {
   std::lock_guard const lock(mutex_);
@@ -297,7 +367,7 @@ bool CuvmmAllocator::arena_stats(int device, cuvmm::ArenaStats& out) {
 std::size_t CuvmmAllocator::trim(int device) {
   std::lock_guard const lock(mutex_);
   if (!initialized_ || device < 0 || static_cast<std::size_t>(device) >= states_.size()) return 0;
-  return states_[static_cast<std::size_t>(device)]->empty_cache();
+  return states_[static_cast<std::size_t>(device)]->empty_cache(nullptr);
 }
 
 }  // namespace cuvmm_torch

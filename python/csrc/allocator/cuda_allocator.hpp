@@ -5,21 +5,35 @@
 // graph private pools (torch.cuda.graph, make_graphed_callables, torch.compile's
 // "reduce-overhead"), pool checkpoints, empty_cache, the memory fraction and torch.cuda.MemPool
 // work as they do with PyTorch's allocator. The memory comes from one cuvmm::Arena per device
-// (DeviceState, allocator_state.hpp). What it cannot do (IPC handles, memory history, peer access
-// between devices, MemPools with another allocator, use_on_oom) raises a RuntimeError naming it.
+// (DeviceState, allocator_state.hpp). What it cannot do (IPC handles, allocator trace trackers, peer
+// access between devices, MemPools with another allocator, use_on_oom) raises a RuntimeError naming it.
+//
+// History (torch.cuda.memory._record_memory_history, _snapshot's device_traces and frames, the
+// memory visualizer): recordHistory configures every device's History (history.hpp); the context
+// recorder is called before the lock is taken, as PyTorch does (it takes the GIL, which a thread
+// waiting for the lock may hold), and only when recording is on and `when` asks for that call's
+// context: allocations at STATE and above, frees and empty_cache at ALL. snapshot() converts the
+// entries' approximate-clock times to microseconds since the Unix epoch.
 //
 // One instance per process (instance()), installed by Python through
 // torch._C._cuda_changeCurrentAllocator before CUDA is initialized; never destroyed (tensors are
 // freed during interpreter shutdown). One recursive lock guards every call: PyTorch may call back
 // into the allocator from an out-of-memory observer.
+//
+// torch.cuda.caching_allocator_enable(False) turns caching off as it does for PyTorch's allocator:
+// until it is turned on again, requests go straight to cudaMalloc and frees to cudaFree, outside
+// the Arena and the statistics.
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/util/ApproximateClock.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "allocator_state.hpp"
@@ -80,6 +94,10 @@ class CuvmmAllocator final : public c10::cuda::CUDACachingAllocator::CUDAAllocat
   void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
                      size_t alloc_trace_max_entries, c10::CachingDeviceAllocator::RecordContext when,
                      bool clearHistory, const std::vector<std::string>& skip_actions) override;
+  void pushCompileContext(std::string& md) override;
+  void popCompileContext() override;
+  void setUserMetadata(const std::string& metadata) override;
+  std::string getUserMetadata() override;
   void attachOutOfMemoryObserver(c10::cuda::CUDACachingAllocator::OutOfMemoryObserver observer) override;
   void attachAllocatorTraceTracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) override;
   void enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) override;
@@ -100,13 +118,23 @@ class CuvmmAllocator final : public c10::cuda::CUDACachingAllocator::CUDAAllocat
   CuvmmAllocator() = default;
   DeviceState& state(c10::DeviceIndex device);
   void* allocate_on(c10::DeviceIndex device, size_t nbytes, cudaStream_t stream);
+  /// The caller's context for the history when recording asks for it at `level`, else null. Call
+  /// without holding the lock.
+  std::shared_ptr<GatheredContext> gather_context(RecordContext level);
+  void* allocate_uncached(size_t nbytes);  // cudaMalloc, while caching is off
 
   std::recursive_mutex mutex_;
   bool initialized_ = false;
   bool enabled_ = true;
   std::vector<std::unique_ptr<DeviceState>> states_;
   std::unordered_map<void*, Block> live_;  // every live block, all devices
+  std::unordered_set<void*> uncached_;     // live cudaMalloc allocations made while caching was off
   std::vector<c10::cuda::CUDACachingAllocator::OutOfMemoryObserver> oom_observers_;
+  HistorySettings history_;  // the last recordHistory's, given to every device (init too)
+  // Read without the lock by gather_context; written under it by recordHistory.
+  std::atomic<RecordContext> record_context_{RecordContext::NEVER};
+  std::atomic<c10::CachingDeviceAllocator::CreateContextFn> context_recorder_{nullptr};
+  c10::ApproximateClockToUnixTimeConverter clock_converter_;  // trace times to Unix time
 };
 
 }  // namespace cuvmm_torch

@@ -3,6 +3,7 @@
 // allocator() is the one CuvmmAllocator as a torch._C._cuda_CUDAAllocator, which
 // torch._C._cuda_changeCurrentAllocator installs (cuvmm_torch.enable() does it); stats() and trim()
 // read and trim a device's Arena; arena_options() parses a $CUVMM_ARENA_CONF text.
+#include <c10/core/Allocator.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/Exceptions.h>
 
@@ -50,6 +51,11 @@ std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> allocator() {
   return cuvmm_torch::CuvmmAllocator::instance();
 }
 
+/// Makes the allocator c10's allocator for CUDA too, where the device-generic API
+/// (torch.accelerator.memory_stats, ...) finds it: torch._C._cuda_changeCurrentAllocator changes
+/// only the one that CUDA tensors use.
+void register_device_allocator() { c10::SetAllocator(c10::DeviceType::CUDA, cuvmm_torch::CuvmmAllocator::instance().get()); }
+
 }  // namespace
 
 PYBIND11_MODULE(_allocator, m) {
@@ -57,6 +63,7 @@ PYBIND11_MODULE(_allocator, m) {
   // torch._C registers the CUDAAllocator type that the result is converted to.
   py::module_::import("torch._C");
   m.def("allocator", &allocator);
+  m.def("register_device_allocator", &register_device_allocator);
   m.def("stats", &stats, py::arg("device"));
   m.def("trim", &trim, py::arg("device"));
   m.def("arena_options", &arena_options, py::arg("text"));

@@ -1,0 +1,321 @@
+"""A batched decode loop whose per-sequence key/value caches grow: cuvmm_torch.GrowableTensor caches
+against torch.cat growth and against caches preallocated at the maximum length, with and without CUDA
+graphs. Plain PyTorch: per layer a fused QKV projection for the whole batch, each sequence's new key
+and value appended to its own caches, torch.nn.functional.scaled_dot_product_attention over each
+sequence's cache, an output projection.
+
+    PYTHONPATH=DIR_WITH_cuvmm_torch python3 bench/torch_decode.py --out DIR [--repeats 3] [options]
+
+Each variant (cache kind, graphs or not) runs in a fresh process: a warm-up run, then --repeats timed
+runs, each with fresh caches holding a prompt of --prompt tokens per sequence, then --new-tokens
+decode steps; tokens/s = batch * new tokens / the time of the decode steps (CUDA graph captures
+included, and also reported apart). Peak memory is what the run held beyond what was live before its
+caches were made (the model and the prompt's keys and values): PyTorch's peak (torch.cuda.max_memory_allocated(): the preallocated and torch.cat
+caches, activations, graph pools) plus, for GrowableTensor caches, the bytes cuvmm mapped for them
+(which PyTorch's allocator does not see). It is compared with the bytes of the keys and values held at
+the end.
+
+CUDA graphs: the attention length changes at every step, so a graph serves a bucket of --bucket
+positions: the caches are viewed to the bucket's end, the new key and value written at each
+sequence's position inside the graph, and attention masked past it. GrowableTensor caches grow to
+the bucket's end when a bucket starts (the graphs captured before keep working: nothing moved), and a
+graph is captured per bucket; preallocated caches use the same buckets and graphs. torch.cat moves
+its caches at every step, so it has no graph variant.
+
+Writes DIR/torch_decode.json: every run and, per variant, the medians, tokens/s over preallocated's
+(same graph mode) and peak memory over the tokens held.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+VARIANTS = [("preallocated", False), ("growable", False), ("cat", False), ("preallocated", True), ("growable", True)]
+
+
+class Model:
+    """Random weights: per layer a QKV projection (D -> 3D) and an output projection (D -> D)."""
+
+    def __init__(self, torch, layers: int, heads: int, head_dim: int, dtype, dev):
+        g = torch.Generator(device=dev).manual_seed(0)
+        d = heads * head_dim
+        scale = d ** -0.5
+        self.qkv = [torch.randn(d, 3 * d, generator=g, device=dev, dtype=dtype) * scale for _ in range(layers)]
+        self.out = [torch.randn(d, d, generator=g, device=dev, dtype=dtype) * scale for _ in range(layers)]
+        self.layers, self.heads, self.head_dim, self.d = layers, heads, head_dim, d
+
+
+class Caches:
+    """Per layer, per sequence, a key and a value cache of rows (heads, head_dim)."""
+
+    def __init__(self, torch, kind: str, model: Model, batch: int, max_len: int, dtype, dev):
+        self.torch, self.kind, self.model, self.batch, self.max_len = torch, kind, model, batch, max_len
+        row = (model.heads, model.head_dim)
+        if kind == "growable":
+            import cuvmm_torch
+
+            # compact: small caches hold at most 1/16 of their size (and a granule) unused.
+            make = lambda: cuvmm_torch.GrowableTensor(row, dtype, dev, max_rows=max_len, growth="compact")
+        elif kind == "preallocated":
+            make = lambda: torch.empty((max_len, *row), dtype=dtype, device=dev)
+        else:
+            make = lambda: torch.empty((0, *row), dtype=dtype, device=dev)
+        self.k = [[make() for _ in range(batch)] for _ in range(model.layers)]
+        self.v = [[make() for _ in range(batch)] for _ in range(model.layers)]
+        self.length = 0  # rows every cache holds (all sequences decode in step)
+
+    def fill_prompt(self, prompt_k, prompt_v):
+        """Puts the same prompt keys/values (prompt, heads, head_dim) in every cache."""
+        n = prompt_k.shape[0]
+        for layer in range(self.model.layers):
+            for b in range(self.batch):
+                for caches, rows in ((self.k, prompt_k), (self.v, prompt_v)):
+                    c = caches[layer][b]
+                    if self.kind == "growable":
+                        c.append(rows)
+                    elif self.kind == "preallocated":
+                        c[:n].copy_(rows)
+                    else:
+                        caches[layer][b] = rows.clone()
+        self.length = n
+
+    def append(self, layer: int, b: int, k, v):
+        """Eager: appends one row (1, heads, head_dim) to sequence b's caches; returns their views."""
+        n = self.length
+        out = []
+        for caches, row in ((self.k, k), (self.v, v)):
+            c = caches[layer][b]
+            if self.kind == "growable":
+                c.append(row)
+                out.append(c.tensor)
+            elif self.kind == "preallocated":
+                c[n:n + 1].copy_(row)
+                out.append(c[:n + 1])
+            else:
+                caches[layer][b] = self.torch.cat([c, row])
+                out.append(caches[layer][b])
+        return out
+
+    def views(self, layer: int, b: int, rows: int):
+        """Graphs: the first `rows` rows of sequence b's caches (grown to them where growable)."""
+        out = []
+        for caches in (self.k, self.v):
+            c = caches[layer][b]
+            if self.kind == "growable":
+                if len(c) < rows:
+                    c.resize_(rows)
+                out.append(c.view(0, rows))
+            else:
+                out.append(c[:rows])
+        return out
+
+    def held_bytes(self) -> int:
+        """Bytes cuvmm maps for GrowableTensor caches (mapped and mapped ahead); 0 for the others."""
+        if self.kind != "growable":
+            return 0
+        total = 0
+        for caches in (self.k, self.v):
+            for per_layer in caches:
+                for c in per_layer:
+                    s = c.stats()
+                    total += s["capacity_bytes"] + s["bytes_prepared"]
+        return total
+
+
+def attend(F, q, k, v, mask=None):
+    # q (heads, 1, hd); k, v (rows, heads, hd) -> (heads, 1, hd)
+    return F.scaled_dot_product_attention(q[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+                                          attn_mask=mask)[0]
+
+
+def eager_step(torch, F, model: Model, caches: Caches, x):
+    batch = x.shape[0]
+    for layer in range(model.layers):
+        qkv = (x @ model.qkv[layer]).view(batch, 3, model.heads, model.head_dim)
+        outs = []
+        for b in range(batch):
+            k, v = caches.append(layer, b, qkv[b:b + 1, 1], qkv[b:b + 1, 2])
+            outs.append(attend(F, qkv[b, 0][:, None], k, v))
+        attn = torch.stack(outs).view(batch, model.d)
+        x = torch.tanh(x + attn @ model.out[layer])
+    caches.length += 1
+    return x
+
+
+def graph_step(torch, F, model: Model, caches: Caches, x, position, rows: int, views):
+    """One step over caches viewed to `rows` rows: the new rows written at `position` (a 1-element
+    device tensor), attention masked past it. Captured in a graph, replayed for every step of a bucket."""
+    batch = x.shape[0]
+    mask = (torch.arange(rows, device=x.device) <= position)[None, None, :]  # (1, 1, rows)
+    for layer in range(model.layers):
+        qkv = (x @ model.qkv[layer]).view(batch, 3, model.heads, model.head_dim)
+        outs = []
+        for b in range(batch):
+            k, v = views[layer][b]
+            k.index_copy_(0, position, qkv[b:b + 1, 1])
+            v.index_copy_(0, position, qkv[b:b + 1, 2])
+            outs.append(attend(F, qkv[b, 0][:, None], k, v, mask))
+        attn = torch.stack(outs).view(batch, model.d)
+        x = torch.tanh(x + attn @ model.out[layer])
+    return x
+
+
+def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype) -> dict:
+    g = torch.Generator(device=dev).manual_seed(1)
+    prompt_k = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
+    prompt_v = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()  # the model and the prompt: not the caches' memory
+    base_reserved = torch.cuda.memory_reserved()
+    torch.cuda.reset_peak_memory_stats()
+    max_len = args.max_len
+    caches = Caches(torch, kind, model, args.batch, max_len, dtype, dev)
+    caches.fill_prompt(prompt_k, prompt_v)
+    del prompt_k, prompt_v
+    x = torch.randn(args.batch, model.d, generator=g, device=dev, dtype=dtype)
+    torch.cuda.synchronize()
+    capture_seconds = 0.0
+    start = time.perf_counter()
+    if not graphs:
+        for _ in range(args.new_tokens):
+            x = eager_step(torch, F, model, caches, x)
+    else:
+        static_x = x.clone()
+        position = torch.zeros(1, dtype=torch.long, device=dev)
+        graph, bucket_end = None, 0
+        pool = torch.cuda.graph_pool_handle()
+        for step in range(args.new_tokens):
+            pos = caches.length
+            if pos >= bucket_end:  # a new bucket: views to its end, a graph for it
+                c0 = time.perf_counter()
+                bucket_end = min(max_len, (pos // args.bucket + 1) * args.bucket)
+                views = [[caches.views(layer, b, bucket_end) for b in range(args.batch)]
+                         for layer in range(model.layers)]
+                for per_layer in views:  # rows past the tokens are masked, but 0 * NaN is NaN: no garbage
+                    for k, v in per_layer:
+                        k[pos:].zero_()
+                        v[pos:].zero_()
+                position.fill_(pos)
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):  # warm-up, as capture asks (it writes row pos: rewritten below)
+                    graph_step(torch, F, model, caches, static_x.clone(), position, bucket_end, views)
+                torch.cuda.current_stream().wait_stream(side)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    static_out = graph_step(torch, F, model, caches, static_x, position, bucket_end, views)
+                capture_seconds += time.perf_counter() - c0
+            position.fill_(pos)
+            static_x.copy_(x)
+            graph.replay()
+            x = static_out.clone()
+            caches.length += 1
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    length = caches.length
+    row_bytes = model.heads * model.head_dim * torch.finfo(dtype).bits // 8
+    held = caches.held_bytes()
+    peak = torch.cuda.max_memory_allocated() - base + held
+    result = {
+        "kind": kind, "graphs": graphs, "seconds": seconds, "capture_seconds": capture_seconds,
+        "tokens_per_second": args.batch * args.new_tokens / seconds,
+        "peak_bytes": peak, "growable_mapped_bytes": held,
+        "torch_peak_allocated_bytes": torch.cuda.max_memory_allocated() - base,
+        "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved() - base_reserved,
+        "tokens_held_bytes": 2 * model.layers * args.batch * length * row_bytes,
+        "checksum": float(x.float().sum().item()),
+    }
+    del caches
+    return result
+
+
+def child(args) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    kind, graphs = args.child, args.graphs
+    dev = torch.device("cuda", 0)
+    dtype = torch.bfloat16
+    torch.cuda.init()
+    model = Model(torch, args.layers, args.heads, args.head_dim, dtype, dev)
+    warm = argparse.Namespace(**vars(args))
+    warm.new_tokens = min(args.new_tokens, 2 * args.bucket)
+    run_once(torch, F, warm, kind, graphs, model, dev, dtype)
+    torch.cuda.empty_cache()
+    runs = [run_once(torch, F, args, kind, graphs, model, dev, dtype) for _ in range(args.repeats)]
+    return {"kind": kind, "graphs": graphs, "runs": runs}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="folder for torch_decode.json")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=8, help="sequences decoded together")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--prompt", type=int, default=1536, help="tokens per sequence before decoding")
+    parser.add_argument("--new-tokens", type=int, default=512, help="decode steps")
+    parser.add_argument("--max-len", type=int, default=8192, help="the preallocated caches' length")
+    parser.add_argument("--bucket", type=int, default=128, help="positions one CUDA graph serves")
+    parser.add_argument("--variants", default=",".join(f"{k}{'+graphs' if g else ''}" for k, g in VARIANTS))
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--graphs", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.prompt + args.new_tokens > args.max_len:
+        parser.error("--prompt + --new-tokens must not exceed --max-len")
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+    import torch
+
+    config = {k: getattr(args, k) for k in ("batch", "layers", "heads", "head_dim", "prompt", "new_tokens",
+                                            "max_len", "bucket", "repeats")}
+    report = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "config": config,
+              "variants": [], "summary": []}
+    passed = [a for a in sys.argv[1:]]
+    for name in args.variants.split(","):
+        kind, graphs = name.replace("+graphs", ""), name.endswith("+graphs")
+        command = [sys.executable, __file__, *passed, "--child", kind] + (["--graphs"] if graphs else [])
+        started = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            report["variants"].append({"kind": kind, "graphs": graphs, "error": done.stderr[-3000:]})
+            print(f"{name}: failed\n{done.stderr[-3000:]}", flush=True)
+            continue
+        variant = json.loads(done.stdout.strip().splitlines()[-1])
+        variant["process_seconds"] = time.perf_counter() - started
+        report["variants"].append(variant)
+        runs = variant["runs"]
+        report["summary"].append({
+            "kind": kind, "graphs": graphs,
+            "tokens_per_second": statistics.median(r["tokens_per_second"] for r in runs),
+            "capture_seconds": statistics.median(r["capture_seconds"] for r in runs),
+            "peak_bytes": statistics.median(r["peak_bytes"] for r in runs),
+            "tokens_held_bytes": runs[0]["tokens_held_bytes"],
+            "checksum": runs[0]["checksum"],
+        })
+        print(json.dumps(report["summary"][-1]), flush=True)
+    for s in report["summary"]:
+        base = next((p for p in report["summary"] if p["kind"] == "preallocated" and p["graphs"] == s["graphs"]), None)
+        s["tokens_per_second_over_preallocated"] = s["tokens_per_second"] / base["tokens_per_second"] if base else None
+        s["peak_over_tokens_held"] = s["peak_bytes"] / s["tokens_held_bytes"]
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "torch_decode.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    for s in report["summary"]:
+        ratio = s["tokens_per_second_over_preallocated"]
+        ratio = "-" if ratio is None else f"{ratio:.3f}"
+        print(f"{s['kind']:>13}{' +graphs' if s['graphs'] else '        '}  {s['tokens_per_second']:10.1f} tokens/s"
+              f"  x{ratio} of preallocated  peak/held {s['peak_over_tokens_held']:.3f}"
+              f"  checksum {s['checksum']:.6g}")
+    return 0 if all("error" not in v for v in report["variants"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
