@@ -269,6 +269,7 @@ struct Arena::State {
   std::size_t front_pages = 0;                       // longest run of small pages a front keeps
   mutable detail::StreamFronts fronts;               // per stream: freed allocations served without `lock`
   std::unordered_map<Address, StreamFront*> held;    // allocations parked or handed out by a front, and which
+  std::vector<StreamFront*> listed_fronts;           // the fronts with `listed` set: all that may park anything
   LiveCounter requested;                             // ArenaStats::bytes_requested
   LiveCounter allocated;                             // ArenaStats::allocations
   std::size_t requested_total = 0;                   // bytes_requested.total but the fronts' (StreamFront::served_bytes)
@@ -894,9 +895,14 @@ void Arena::State::park(StreamFront& f, Address address, std::size_t key) {
   }
   auto& bin = f.parked[key];
   if (bin.size() == bin.capacity()) bin.reserve(2 * bin.size() + 1);
+  if (!f.listed) listed_fronts.reserve(listed_fronts.size() + 1);
   held.insert_or_assign(address, &f);
   bin.push_back(address);  // capacity reserved
   f.parked_bytes += bytes;
+  if (!f.listed) {
+    listed_fronts.push_back(&f);  // capacity reserved
+    f.listed = true;
+  }
 }
 
 /// Frees the last allocation parked under `key` in `f` (locked) into the stream caches, on `f`'s
@@ -923,15 +929,19 @@ bool Arena::State::drain(StreamFront& f) {
   for (std::size_t k = 0; k < f.parked.size(); ++k) {
     while (!f.parked[k].empty()) release_parked(f, k);
   }
+  f.listed = false;
   return any;
 }
 
 /// Drains every front; whether any parked anything. Before a request maps pages anew (obtain_pages
 /// and allocate_block, step 3b) and before a reclaim, so that parked memory is never what makes a
 /// request create pages, move pages or fail.
+/// Visits only the listed fronts (those that parked something since they were last drained), so
+/// its cost does not grow with the streams an Arena has met.
 bool Arena::State::drain_fronts() {
   bool any = false;
-  fronts.for_each([&](StreamFront& f) { any = drain(f) || any; });
+  for (StreamFront* const f : listed_fronts) any = drain(*f) || any;  // (a retired or reused front: drained again, harmless)
+  listed_fronts.clear();
   return any;
 }
 
@@ -1132,7 +1142,8 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
       }
       std::size_t const key = handed->second.key;
       std::size_t const key_bytes = st.key_bytes(key);
-      if (f->parked_bytes + key_bytes <= stream_front_bytes) {  // else the lock is needed to make room
+      // Unlisted (drained since it last parked) or full: the lock is needed to list it or make room.
+      if (f->listed && f->parked_bytes + key_bytes <= stream_front_bytes) {
         auto& bin = f->parked[key];
         bin.push_back(address);  // first: std::bad_alloc changes nothing
         auto node = f->handed.extract(handed);

@@ -50,8 +50,8 @@ StreamFront& StreamFronts::get(Stream stream) {
     auto front = std::make_unique<StreamFront>();
     front->parked.resize(keys_);
     front->spare_nodes.reserve(spare_nodes_kept);
-    all_.reserve(all_.size() + 1);
-    spare_.reserve(all_.size() + 1);  // spare_ never holds more than all_
+    if (all_.size() == all_.capacity()) all_.reserve(2 * all_.size() + 1);  // (geometric: reserve(n + 1) copies all)
+    spare_.reserve(all_.capacity());  // spare_ never holds more than all_
     spare_.push_back(front.get());
     all_.push_back(std::move(front));  // capacity reserved
   }

@@ -8,7 +8,9 @@
 //   allocation held by exactly one front (the Arena's `held` map says which); its recorded size
 //   there is stale while it is handed: the front's record is the one a free is checked against.
 //   A front's parked bytes (the pages or blocks behind them) never exceed the bound it was made
-//   with. A front is never destroyed before the Arena: a released one is emptied, marked inactive
+//   with. A front with anything parked is `listed` (the Arena drains only those, so a drain costs
+//   what is parked, not the number of streams met); it parks on the cached path only while listed,
+//   and only the Arena lists it, under its lock. A front is never destroyed before the Arena: a released one is emptied, marked inactive
 //   and reused for the next new stream, so a pointer to it stays valid; whoever locks it checks
 //   that it still serves the stream it looked for (serves()).
 // Locks: the Arena's lock, then the registry's, then a front's; never two fronts' at once but in
@@ -38,6 +40,7 @@ struct StreamFront {
   std::mutex lock;
   Stream stream = nullptr;                           // the stream served (when active)
   bool active = false;                               // false: released, waiting for reuse
+  bool listed = false;                               // on the Arena's list of fronts to drain (set and cleared under its lock)
   std::vector<std::vector<Address>> parked;          // per key: free allocations, reusable at once on `stream`
   std::unordered_map<Address, Handed> handed;        // live allocations served from `parked`
   std::vector<std::unordered_map<Address, Handed>::node_type> spare_nodes;  // of `handed`, reused: no heap call per pair

@@ -22,7 +22,7 @@ assert MODE in ("cuvmm", "torch"), MODE
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 PRELUDE = f"""
-import gc, os, sys
+import faulthandler, gc, os, sys
 import torch
 MODE = {MODE!r}
 IS_CUVMM = MODE == "cuvmm"
@@ -45,8 +45,10 @@ only_cuvmm = pytest.mark.skipif(MODE != "cuvmm", reason="about cuvmm_torch itsel
 def run(code: str, timeout: int = 300, env: dict | None = None) -> str:
     """Runs `code` after the prelude in a fresh interpreter (with `env` added to the environment);
     fails with its output unless it printed PASS and exited with 0 (a crash is a failure, with the
-    signal in the message)."""
-    source = PRELUDE + textwrap.dedent(code) + EPILOGUE
+    signal in the message; a hang, with the Python stacks of every thread)."""
+    # A child that hangs prints its threads' stacks and exits before the timeout kills it unseen.
+    watchdog = f"faulthandler.dump_traceback_later({max(timeout - 20, 10)}, exit=True)\n"
+    source = PRELUDE + watchdog + textwrap.dedent(code) + EPILOGUE
     result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=timeout,
                             env=None if env is None else {**os.environ, **env})
     output = result.stdout + result.stderr

@@ -303,25 +303,34 @@ TEST_CASE("allocating and freeing small blocks costs the same per call at 1k and
 
 TEST_CASE("an allocation and free costs the same per call with 10 streams and with 40k streams known",
           "[arena][scaling]") {
-  auto const pair_cost = [](std::size_t streams) {
+  struct Costs {
+    double new_stream;  // median seconds for a stream's first allocation and free, over its last 1024 streams
+    double pair;        // median seconds per pair on one more stream, with `streams` known
+  };
+  auto const costs = [](std::size_t streams) {
     HostBackend host({.granularity = 64 * KiB, .physical_limit = 1 * GiB});
     ArenaOptions options;
     options.address_space_bytes = 4 * GiB;
     Arena arena(host, options);
-    for (std::size_t i = 1; i <= streams; ++i) {  // each stream frees a block into the arena
-      auto const stream = reinterpret_cast<Stream>(i * 64);
+    std::vector<double> first;  // each stream frees a block into the arena
+    time_batches(streams, first, 600.0, [&](std::size_t i) {
+      auto const stream = reinterpret_cast<Stream>((i + 1) * 64);
       arena.deallocate(arena.allocate(300, stream), 300, stream);
-    }
+    });
     REQUIRE(arena.stats().streams == streams);
     auto const mine = reinterpret_cast<Stream>((streams + 1) * 64);
     std::vector<double> samples;
     for (int round = 0; round < 16; ++round) {
       time_batches(1024, samples, 60.0, [&](std::size_t) { arena.deallocate(arena.allocate(5000, mine), 5000, mine); });
     }
-    return median(samples);
+    return Costs{.new_stream = first.back(), .pair = median(samples)};
   };
-  double const few = pair_cost(10);
-  double const many = pair_cost(40000);
-  INFO("median seconds per pair: 10 streams " << few << ", 40k streams " << many);
-  CHECK(many <= 8.0 * few + 2e-7);
+  Costs const few = costs(1024);
+  Costs const many = costs(40 * 1024);
+  INFO("median seconds per pair: 1k streams " << few.pair << ", 40k streams " << many.pair);
+  CHECK(many.pair <= 8.0 * few.pair + 2e-7);
+  // A new stream's first free and the next stream's allocation: nothing visits every stream known
+  // (draining the streams' fronts once did, 52 s for this setup).
+  INFO("seconds per new stream: the 1k-th " << few.new_stream << ", the 40k-th " << many.new_stream);
+  CHECK(many.new_stream <= 8.0 * few.new_stream + 2e-7);
 }
