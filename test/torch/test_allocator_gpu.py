@@ -42,10 +42,14 @@ print("PASS")
 only_cuvmm = pytest.mark.skipif(MODE != "cuvmm", reason="about cuvmm_torch itself")
 
 
-def run(code: str, timeout: int = 300, env: dict | None = None) -> str:
+CHILD_TIMEOUT = int(os.environ.get("CUVMM_TORCH_TEST_TIMEOUT", "300"))  # seconds per child
+
+
+def run(code: str, timeout: int | None = None, env: dict | None = None) -> str:
     """Runs `code` after the prelude in a fresh interpreter (with `env` added to the environment);
     fails with its output unless it printed PASS and exited with 0 (a crash is a failure, with the
     signal in the message; a hang, with the Python stacks of every thread)."""
+    timeout = CHILD_TIMEOUT if timeout is None else timeout
     # A child that hangs prints its threads' stacks and exits before the timeout kills it unseen.
     watchdog = f"faulthandler.dump_traceback_later({max(timeout - 20, 10)}, exit=True)\n"
     source = PRELUDE + watchdog + textwrap.dedent(code) + EPILOGUE
