@@ -189,6 +189,7 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype) 
         position = torch.zeros(1, dtype=torch.long, device=dev)
         graph, bucket_end = None, 0
         pool = torch.cuda.graph_pool_handle()
+        graphs_made = []  # every bucket's graph lives to the end: the pool they share must (PyTorch asserts it)
         for step in range(args.new_tokens):
             pos = caches.length
             if pos >= bucket_end:  # a new bucket: views to its end, a graph for it
@@ -209,6 +210,7 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype) 
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=pool):
                     static_out = graph_step(torch, F, model, caches, static_x, position, bucket_end, views)
+                graphs_made.append(graph)
                 capture_seconds += time.perf_counter() - c0
             position.fill_(pos)
             static_x.copy_(x)

@@ -499,7 +499,9 @@ def test_history_traces_each_tensor_with_its_sizes_frames_and_times():
     assert len(blocks) == 1, snap["segments"]
     segment, block = blocks[0]
     assert block["state"] == "active_allocated" and block["requested_size"] == 3 * MiB, block
-    assert "make_and_drop_tensors" in names(block) and "make_and_drop_tensors" in names(segment), segment
+    assert "make_and_drop_tensors" in names(block), segment
+    if IS_CUVMM:  # the block is the segment (PyTorch's segments carry no frames of their own)
+        assert "make_and_drop_tensors" in names(segment), segment
     assert all("frames" in s for s in snap["segments"])
     # The snapshot itself is traced (after the trace was copied): the next one shows it, with the
     # active bytes (b only).
