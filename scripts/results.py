@@ -2,8 +2,10 @@
 """Generates the pages that show cuvmm's measured results, from the JSON that made them.
 
 Each folder bench/results/<gpu>/ holds what `cuvmm-plan --profile full --out DIR` wrote on one kind of
-GPU (plan.json, the CSVs, the plots) and, where measured, bench_compression's JSON (compression.json)
-and bench_growth's (bench_growth.json: one benchmark per fresh process, merged by bench/merge_runs.py).
+GPU (plan.json, the CSVs, the plots) and, where measured, bench_compression's JSON (compression.json),
+bench_growth's (bench_growth.json: one benchmark per fresh process, merged by bench/merge_runs.py),
+bench_arena's (bench_arena.json: the cached pair and threads on their own streams, one run) and
+bench/torch_decode.py's (torch_decode.json).
 From them this script writes:
   - bench/results/<gpu>/README.md, whole;
   - the part of docs/performance.md between `<!-- results:begin -->` and `<!-- results:end -->`;
@@ -57,6 +59,10 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def optional_json(path: pathlib.Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
 class Folder:
     """One bench/results/<gpu>/ folder."""
 
@@ -68,6 +74,8 @@ class Folder:
         self.compression = json.loads(compression.read_text(encoding="utf-8")) if compression.exists() else None
         bench_growth = path / "bench_growth.json"
         self.bench_growth = json.loads(bench_growth.read_text(encoding="utf-8")) if bench_growth.exists() else None
+        self.bench_arena = optional_json(path / "bench_arena.json")
+        self.torch_decode = optional_json(path / "torch_decode.json")
         self.device = self.plan["device"]["name"]
 
     def growth(self, strategy: str, target: int, append: int) -> dict | None:
@@ -296,6 +304,90 @@ BENCH_GROWTH_TEXT = ("`bench/bench_growth` (`bench_growth.json`): each benchmark
                      "lazily. The buffer's time over the same appends and fills into preallocated memory:")
 
 
+def arena_threads_rows(f: Folder) -> list[list[str]]:
+    """bench_arena threads/: alloc+free pairs per second of all threads together, Arena and
+    cudaMallocAsync, from one run."""
+    if not f.bench_arena:
+        return []
+    rate = {}
+    for b in f.bench_arena["benchmarks"]:
+        parts = b["name"].split("/")
+        if parts[0] == "threads" and b.get("run_type") == "iteration" and not b.get("error_occurred"):
+            rate[(parts[1], int(parts[2]))] = b["items_per_second"]
+    counts = sorted({n for (_, n) in rate})
+    one = rate.get(("arena", 1))
+    rows = []
+    for n in counts:
+        arena, pool = rate.get(("arena", n)), rate.get(("cudaMallocAsync", n))
+        if arena is None or pool is None:
+            continue
+        rows.append([str(n), f"{arena / 1e6:.2f}", f"{pool / 1e6:.2f}", f"{arena / one:.2f}", f"{arena / pool:.2f}"])
+    return rows
+
+
+def arena_pair_rows(f: Folder) -> list[list[str]]:
+    """bench_arena pair/: one allocation and its free on one stream, median of the repetitions (ns)."""
+    if not f.bench_arena:
+        return []
+    median = {}
+    for b in f.bench_arena["benchmarks"]:
+        parts = b["name"].split("/")
+        if parts[0] == "pair" and b.get("aggregate_name") == "median":
+            median[(parts[1], int(parts[2]))] = b["real_time"]
+    rows = []
+    for bytes_ in sorted({n for (_, n) in median}):
+        arena, pool = median.get(("arena", bytes_)), median.get(("cudaMallocAsync", bytes_))
+        if arena is not None and pool is not None:
+            rows.append([size(bytes_), f"{arena:.0f}", f"{pool:.0f}", f"{arena / pool:.2f}"])
+    return rows
+
+
+ARENA_THREADS_HEADER = ["threads", "Arena, M pairs/s", "cudaMallocAsync, M pairs/s", "Arena / Arena on 1 thread",
+                        "Arena / cudaMallocAsync"]
+ARENA_THREADS_TEXT = ("`bench/bench_arena --benchmark_filter='^(pair|threads)/(arena|cudaMallocAsync)/'` "
+                      "(`bench_arena.json`, one run): T threads, each on its own stream, each allocating and "
+                      "freeing 20000 sizes from 4 KiB to 4 MiB (16 live), on one Arena or on cudaMallocAsync:")
+ARENA_PAIR_HEADER = ["size", "Arena ns", "cudaMallocAsync ns", "Arena / cudaMallocAsync"]
+
+
+def decode_rows(f: Folder) -> list[list[str]]:
+    """bench/torch_decode.py: tokens/s and peak cache memory per key/value cache kind."""
+    if not f.torch_decode:
+        return []
+    names = {"preallocated": "preallocated at the maximum length", "growable": "`cuvmm_torch.GrowableTensor`",
+             "cat": "`torch.cat` per token"}
+    rows = []
+    for v in f.torch_decode["summary"]:
+        rows.append([names.get(v["kind"], v["kind"]) + (", CUDA graphs" if v["graphs"] else ""),
+                     f"{v['tokens_per_second']:.0f}", f"{v['tokens_per_second_over_preallocated']:.3f}",
+                     f"{v['peak_over_tokens_held']:.3f}"])
+    return rows
+
+
+DECODE_HEADER = ["key/value caches", "tokens/s", "/ preallocated (same graph mode)", "peak memory / tokens held"]
+
+
+def decode_text(f: Folder) -> str:
+    c = f.torch_decode["config"]
+    return (f"`python3 bench/torch_decode.py --batch {c['batch']} --new-tokens {c['new_tokens']} --repeats "
+            f"{c['repeats']}` (`torch_decode.json`, torch {f.torch_decode['torch']}): {c['layers']} layers, "
+            f"{c['heads']} heads of {c['head_dim']}, a prompt of {c['prompt']} tokens per sequence, bf16; each "
+            "kind in a fresh process, the median of the timed runs:")
+
+
+def arena_lines(f: Folder, heading: str) -> list[str]:
+    rows = arena_threads_rows(f)
+    if not rows:
+        return []
+    out = ["", f"{heading} The Arena under threads", "", ARENA_THREADS_TEXT, ""]
+    out += table(ARENA_THREADS_HEADER, rows)
+    pairs = arena_pair_rows(f)
+    if pairs:
+        out += ["", "The cached pair (one allocation and its free on one stream), median of 5 repetitions:", ""]
+        out += table(ARENA_PAIR_HEADER, pairs)
+    return out
+
+
 def folder_readme(f: Folder) -> str:
     p = f.plan
     dev = p["device"]
@@ -314,6 +406,10 @@ def folder_readme(f: Folder) -> str:
         out.append("| `compression.json` | `bench/bench_compression`: compressible against ordinary memory |")
     if f.bench_growth:
         out.append("| `bench_growth.json` | `bench/bench_growth`: growth with and without mapping ahead, per process |")
+    if f.bench_arena:
+        out.append("| `bench_arena.json` | `bench/bench_arena`: the cached pair, and threads on their own streams |")
+    if f.torch_decode:
+        out.append("| `torch_decode.json` | `bench/torch_decode.py`: a decode loop's key/value caches in PyTorch |")
     out += ["", "## Growth", "", "`GrowableBuffer` against the same appends into preallocated memory and "
             "cudaMalloc copy-and-grow 2x:", ""]
     out += table(GROWTH_HEADER, growth_rows(f))
@@ -345,6 +441,11 @@ def folder_readme(f: Folder) -> str:
     if rows:
         out += ["", "## Growth, one benchmark per process", "", BENCH_GROWTH_TEXT, ""]
         out += table(BENCH_GROWTH_HEADER, rows)
+    out += arena_lines(f, "##")
+    rows = decode_rows(f)
+    if rows:
+        out += ["", "## Growing key/value caches in PyTorch", "", decode_text(f), ""]
+        out += table(DECODE_HEADER, rows)
     rows = compression_rows(f)
     if rows:
         out += ["", "## Compressible memory", "", "`bench/bench_compression` (`compression.json`; "
@@ -376,6 +477,11 @@ def performance_section(folders: list[Folder]) -> list[str]:
         if rows:
             out += ["", BENCH_GROWTH_TEXT, ""]
             out += table(BENCH_GROWTH_HEADER, rows)
+        out += arena_lines(f, "####")
+        rows = decode_rows(f)
+        if rows:
+            out += ["", decode_text(f), ""]
+            out += table(DECODE_HEADER, rows)
         rows = compression_rows(f)
         if rows:
             out += ["", "Compressible memory (`bench/bench_compression`):", ""]
