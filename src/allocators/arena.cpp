@@ -852,10 +852,6 @@ std::optional<std::size_t> Arena::State::checked_key(Address address, std::size_
 /// record (a free of a parked allocation is a second free), then parked in `stream`'s front.
 void Arena::State::free_held(Address address, std::size_t bytes, Stream stream) {
   StreamFront& owner = *held.find(address)->second;
-  // (Who a front serves changes only under `lock`, held here.) One front lock at a time, and none
-  // while the registry's is taken (fronts.get), as everywhere: the registry's, then a front's.
-  StreamFront& f = owner.serves(stream) ? owner : fronts.get(stream);
-  caches.get(stream);  // registered, as for any free (a refused one changes nothing else either)
   std::size_t key = 0;
   {
     std::lock_guard const owner_held(owner.lock);
@@ -870,15 +866,19 @@ void Arena::State::free_held(Address address, std::size_t bytes, Stream stream) 
                                                       std::to_string(handed->second.bytes) + ")");
     }
     key = handed->second.key;
-    if (&f == &owner) {
-      park(owner, address, key);
-      owner.handed.erase(handed);
-      return;
-    }
   }
+  // The free is right: now its stream is registered, as for any free (a refused one changes nothing).
+  caches.get(stream);
+  // (Who a front serves changes only under `lock`, held here.) One front lock at a time, and none
+  // while the registry's is taken (fronts.get), as everywhere: the registry's, then a front's.
+  StreamFront& f = owner.serves(stream) ? owner : fronts.get(stream);
   {
     std::lock_guard const f_held(f.lock);
     park(f, address, key);  // (std::bad_alloc: still handed out by its owner, as before the call)
+    if (&f == &owner) {
+      owner.handed.erase(address);
+      return;
+    }
   }
   // Only a holder of `lock` takes a handed-out block from a front's books, so it is still there.
   std::lock_guard const owner_held(owner.lock);

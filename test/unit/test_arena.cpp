@@ -312,25 +312,33 @@ TEST_CASE("an allocation and free costs the same per call with 10 streams and wi
     ArenaOptions options;
     options.address_space_bytes = 4 * GiB;
     Arena arena(host, options);
-    std::vector<double> first;  // each stream frees a block into the arena
-    time_batches(streams, first, 600.0, [&](std::size_t i) {
-      auto const stream = reinterpret_cast<Stream>((i + 1) * 64);
-      arena.deallocate(arena.allocate(300, stream), 300, stream);
-    });
+    std::vector<double> first;  // each stream frees a block into the arena; seconds per stream, per 128
+    constexpr std::size_t batch = 128;
+    for (std::size_t start = 0; start < streams; start += batch) {
+      auto const t0 = Clock::now();
+      for (std::size_t i = start; i < start + batch; ++i) {
+        auto const stream = reinterpret_cast<Stream>((i + 1) * 64);
+        arena.deallocate(arena.allocate(300, stream), 300, stream);
+      }
+      first.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / batch);
+    }
     REQUIRE(arena.stats().streams == streams);
     auto const mine = reinterpret_cast<Stream>((streams + 1) * 64);
     std::vector<double> samples;
     for (int round = 0; round < 16; ++round) {
       time_batches(1024, samples, 60.0, [&](std::size_t) { arena.deallocate(arena.allocate(5000, mine), 5000, mine); });
     }
-    return Costs{.new_stream = first.back(), .pair = median(samples)};
+    return Costs{.new_stream = median({first.end() - 4, first.end()}), .pair = median(samples)};
   };
   Costs const few = costs(1024);
   Costs const many = costs(40 * 1024);
   INFO("median seconds per pair: 1k streams " << few.pair << ", 40k streams " << many.pair);
   CHECK(many.pair <= 8.0 * few.pair + 2e-7);
   // A new stream's first free and the next stream's allocation: nothing visits every stream known
-  // (draining the streams' fronts once did, 52 s for this setup).
-  INFO("seconds per new stream: the 1k-th " << few.new_stream << ", the 40k-th " << many.new_stream);
-  CHECK(many.new_stream <= 8.0 * few.new_stream + 2e-7);
+  // (draining the streams' fronts once did: 87x the cost at 40x the streams, 52 s for this setup).
+  // Each new stream's own records cost more in a larger heap (10x at 40x the streams on a busy CI
+  // machine), so the bound is looser than the pair's, and still below what a walk costs.
+  INFO("seconds per new stream, median over the last 512: at 1k streams " << few.new_stream << ", at 40k "
+                                                                         << many.new_stream);
+  CHECK(many.new_stream <= 32.0 * few.new_stream + 2e-7);
 }
