@@ -21,9 +21,9 @@
 //    the stream caches' rules.
 // This file keeps the lock, the statistics and the policy: the reclaim ladder (obtain_pages, one
 // line per attempt) and the small-block ladder (allocate_block). bytes_requested and allocations
-// are atomic counters, as the cached path counts without the lock; stats() locks every front, so
-// that it sees no cached-path operation half done, and counts parked blocks as freed ones (pinned
-// beside a live block, else their slab is cached).
+// are atomic counters, as the cached path counts without the lock; stats() reads each front under
+// its lock, so that it sees no cached-path operation half done, and counts parked blocks as freed
+// ones (pinned beside a live block, else their slab is cached).
 //
 // Every slot is in exactly one state: free (PagePool's free set); stale (a pooled page still
 // mapped there, PagePool's deferred unmap); reserved by a PagePool::Span during one request;
@@ -1221,17 +1221,20 @@ ArenaStats Arena::stats() const {
   State const& st = *state_;
   std::lock_guard const held(st.lock);
   ArenaStats s = st.counters;
-  // Every front locked: no cached-path operation is half done. What fronts park is free (cached),
-  // though the books count it live: a slab whose live blocks are all parked is an empty slab.
+  // Each front read under its own lock, one at a time: none is seen with a cached-path operation
+  // half done. The cached path changes one front and no books, so the fronts read at different
+  // moments still describe one possible state of the books: the bytes add up. (The counters are
+  // read after the fronts: with threads allocating meanwhile they may be a few operations ahead.)
+  // What fronts park is free (cached), though the books count it live: a slab whose live blocks
+  // are all parked is an empty slab.
   std::size_t parked_slots = 0;
   std::size_t largest_parked = 0;  // slots of the longest run parked (an extent of its own)
   std::size_t parked_block_bytes = 0;
   std::unordered_map<std::size_t, std::size_t> parked_blocks;  // slab slot → blocks parked there
-  std::vector<std::unique_lock<std::mutex>> front_locks;
   std::size_t requested_total = st.requested_total;
   std::size_t allocated_total = st.allocated_total;
   st.fronts.for_each([&](StreamFront& f) {
-    front_locks.emplace_back(f.lock);
+    std::lock_guard const f_held(f.lock);
     requested_total += f.served_bytes;
     allocated_total += f.served;
     for (std::size_t k = 0; k < f.parked.size(); ++k) {

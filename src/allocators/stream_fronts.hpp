@@ -13,9 +13,8 @@
 //   and only the Arena lists it, under its lock. A front is never destroyed before the Arena: a released one is emptied, marked inactive
 //   and reused for the next new stream, so a pointer to it stays valid; whoever locks it checks
 //   that it still serves the stream it looked for (serves()).
-// Locks: the Arena's lock, then the registry's, then a front's; never two fronts' at once but in
-//   stats() (in registration order, under the registry's); the cached path takes only one front's
-//   (never another lock while holding it).
+// Locks: the Arena's lock, then the registry's, then a front's; never two fronts' at once; the
+//   cached path takes only one front's (never another lock while holding it).
 // Never does: touch the Arena's books, pages or stream caches (the Arena drains a front, under its
 //   own lock and the front's); decide what is eligible (the Arena gives keys).
 #pragma once
