@@ -24,10 +24,16 @@ its caches at every step, so it has no graph variant.
 
 Writes DIR/torch_decode.json: every run and, per variant, the medians, tokens/s over preallocated's
 (same graph mode) and peak memory over the tokens held.
+
+--profile N: after the timed runs, each eager variant decodes N more steps (fresh caches) under
+torch.profiler, the cache updates and the attention marked as regions ("cache_update", "attention"),
+and its JSON gets the operators that took the most host and device time, and every CUDA runtime
+call with its count: where a variant's time goes, without changing the timed runs.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -133,14 +139,17 @@ def attend(F, q, k, v, mask=None):
                                           attn_mask=mask)[0]
 
 
-def eager_step(torch, F, model: Model, caches: Caches, x):
+def eager_step(torch, F, model: Model, caches: Caches, x, region=lambda name: contextlib.nullcontext()):
+    """One decode step; `region(name)` wraps the cache updates and the attention (profiling)."""
     batch = x.shape[0]
     for layer in range(model.layers):
         qkv = (x @ model.qkv[layer]).view(batch, 3, model.heads, model.head_dim)
         outs = []
         for b in range(batch):
-            k, v = caches.append(layer, b, qkv[b:b + 1, 1], qkv[b:b + 1, 2])
-            outs.append(attend(F, qkv[b, 0][:, None], k, v))
+            with region("cache_update"):
+                k, v = caches.append(layer, b, qkv[b:b + 1, 1], qkv[b:b + 1, 2])
+            with region("attention"):
+                outs.append(attend(F, qkv[b, 0][:, None], k, v))
         attn = torch.stack(outs).view(batch, model.d)
         x = torch.tanh(x + attn @ model.out[layer])
     caches.length += 1
@@ -165,7 +174,8 @@ def graph_step(torch, F, model: Model, caches: Caches, x, position, rows: int, v
     return x
 
 
-def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype) -> dict:
+def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype,
+             region=lambda name: contextlib.nullcontext()) -> dict:
     g = torch.Generator(device=dev).manual_seed(1)
     prompt_k = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
     prompt_v = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
@@ -183,7 +193,7 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype) 
     start = time.perf_counter()
     if not graphs:
         for _ in range(args.new_tokens):
-            x = eager_step(torch, F, model, caches, x)
+            x = eager_step(torch, F, model, caches, x, region)
     else:
         static_x = x.clone()
         position = torch.zeros(1, dtype=torch.long, device=dev)
@@ -250,7 +260,38 @@ def child(args) -> dict:
     run_once(torch, F, warm, kind, graphs, model, dev, dtype)
     torch.cuda.empty_cache()
     runs = [run_once(torch, F, args, kind, graphs, model, dev, dtype) for _ in range(args.repeats)]
-    return {"kind": kind, "graphs": graphs, "runs": runs}
+    result = {"kind": kind, "graphs": graphs, "runs": runs}
+    if args.profile and not graphs:  # (a capture is not profiled: the eager steps are the question)
+        result["profile"] = profile(torch, F, args, kind, graphs, model, dev, dtype)
+    return result
+
+
+def profile(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype, top: int = 15) -> dict:
+    """--profile N steps of a fresh run under torch.profiler: the operators with the most host and
+    device time (self), and every CUDA runtime call (a synchronization among them shows here)."""
+    from torch.profiler import ProfilerActivity, profile as profiler, record_function
+
+    short = argparse.Namespace(**vars(args))
+    short.new_tokens = args.profile
+    with profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run_once(torch, F, short, kind, graphs, model, dev, dtype, region=record_function)
+    events = prof.key_averages()
+
+    def device_us(e):  # (the attribute's name changed across PyTorch versions)
+        return getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0))
+
+    def row(e):
+        return {"name": e.key, "count": e.count, "self_cpu_us": e.self_cpu_time_total,
+                "cpu_us": e.cpu_time_total, "self_device_us": device_us(e)}
+
+    regions = {e.key: row(e) for e in events if e.key in ("cache_update", "attention")}
+    return {
+        "steps": args.profile,
+        "regions": regions,
+        "host_top": [row(e) for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:top]],
+        "device_top": [row(e) for e in sorted(events, key=device_us, reverse=True)[:top]],
+        "runtime_calls": [row(e) for e in events if e.key.startswith("cuda") or e.key.startswith("cu")],
+    }
 
 
 def main() -> int:
@@ -265,6 +306,8 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=512, help="decode steps")
     parser.add_argument("--max-len", type=int, default=8192, help="the preallocated caches' length")
     parser.add_argument("--bucket", type=int, default=128, help="positions one CUDA graph serves")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="then N steps of each eager variant under torch.profiler (into the JSON; 0: none)")
     parser.add_argument("--variants", default=",".join(f"{k}{'+graphs' if g else ''}" for k, g in VARIANTS))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--graphs", action="store_true", help=argparse.SUPPRESS)
@@ -303,6 +346,12 @@ def main() -> int:
             "checksum": runs[0]["checksum"],
         })
         print(json.dumps(report["summary"][-1]), flush=True)
+        if "profile" in variant:
+            p = variant["profile"]
+            regions = ", ".join(f"{k} {r['cpu_us'] / r['count']:.1f} us host per call" for k, r in p["regions"].items())
+            syncs = [r for r in p["runtime_calls"] if "Synchronize" in r["name"]]
+            print(f"  profile, {p['steps']} steps: {regions}; synchronizations: "
+                  + (", ".join(f"{r['name']} x{r['count']}" for r in syncs) or "none"), flush=True)
     for s in report["summary"]:
         base = next((p for p in report["summary"] if p["kind"] == "preallocated" and p["graphs"] == s["graphs"]), None)
         s["tokens_per_second_over_preallocated"] = s["tokens_per_second"] / base["tokens_per_second"] if base else None
