@@ -4,6 +4,12 @@ allocator, its expandable segments, and cuvmm's Arena through the cuvmm_torch pa
     python3 bench/torch_allocators.py random  [--seeds 1,2,3] [--ops 20000] [--repeats 3] [--json FILE]
     python3 bench/torch_allocators.py decoder [--steps 40] [--repeats 3] [--json FILE]
     python3 bench/torch_allocators.py all     [...]
+    python3 bench/torch_allocators.py traces --out DIR [--seeds 1,2,3] [--ops 20000] [--free-bytes N]
+
+`traces` writes the random workload's traces as cuvmm's trace CSV (DIR/random_SEED.csv, op,id,bytes),
+so that `cuvmm-plan --trace DIR/random_1.csv` replays the same allocations through the C++ Arena beside
+cudaMallocAsync, cudaMalloc and RMM. Their live bytes follow --free-bytes as the PyTorch runs follow the
+free memory they find (default: device 0's free memory now; required without a GPU).
 
 Every measurement runs in a fresh process (an allocator is chosen once per process), in the order
 default, expandable segments, cuvmm, repeated; the summary gives medians of the repeats and each
@@ -84,6 +90,27 @@ def random_trace(seed: int, ops: int, live_target: int):
         if end < ops:
             frees[end].append(i)
     return sizes, frees
+
+
+def write_traces(out: str, seeds: list[int], ops: int, free_bytes: int) -> list[str]:
+    """The random workload's traces as cuvmm's trace CSV (op,id,bytes), one file per seed."""
+    os.makedirs(out, exist_ok=True)
+    paths = []
+    for seed in seeds:
+        sizes, frees = random_trace(seed, ops, live_target=int(free_bytes * 0.3))
+        path = os.path.join(out, f"random_{seed}.csv")
+        live = set()
+        with open(path, "w") as f:
+            f.write("op,id,bytes\n")
+            for i, size in enumerate(sizes):
+                f.write(f"a,{i},{size}\n")
+                live.add(i)
+                for j in frees[i]:
+                    if j in live:
+                        f.write(f"f,{j},{sizes[j]}\n")
+                        live.discard(j)
+        paths.append(path)
+    return paths
 
 
 def run_random(mode: str, seed: int, ops: int) -> dict:
@@ -201,7 +228,9 @@ def summarize(results: list[dict]) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", nargs="?", default="all", help="random, decoder or all")
+    parser.add_argument("workload", nargs="?", default="all", help="random, decoder, all, or traces")
+    parser.add_argument("--out", help="traces: the folder for the CSV files")
+    parser.add_argument("--free-bytes", type=int, help="traces: the device's free memory the traces are sized for")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--steps", type=int, default=40)
@@ -213,6 +242,21 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         return child(args)
+    if args.workload == "traces":
+        if not args.out:
+            parser.error("traces needs --out DIR")
+        free_bytes = args.free_bytes
+        if free_bytes is None:
+            import torch
+
+            if not torch.cuda.is_available():
+                parser.error("traces without a GPU needs --free-bytes N")
+            free_bytes = torch.cuda.mem_get_info()[0]
+        if free_bytes <= 0:
+            parser.error("--free-bytes must be positive")
+        for path in write_traces(args.out, [int(s) for s in args.seeds.split(",")], args.ops, free_bytes):
+            print(path)
+        return 0
 
     workloads = []
     if args.workload in ("random", "all"):

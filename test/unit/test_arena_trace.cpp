@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -159,6 +160,58 @@ TEST_CASE("profile: the GPU traces by large page size (prints the numbers)", "[.
     std::printf("large pages %zu MiB:\n", large / MiB);
     print("gpu quick", replay_on_h200_bookkeeping(test::gpu_quick_trace(), large, true));
     print("gpu full", replay_on_h200_bookkeeping(test::gpu_full_trace(), large, true));
+  }
+}
+
+namespace {
+
+/// A trace in cuvmm's CSV (op,id,bytes), as cuvmm-plan writes it and bench/torch_allocators.py's
+/// `traces` command does; each request rounded up to `round` bytes (cuvmm_torch asks the Arena
+/// for multiples of 512 B).
+std::vector<plan::TraceOp> read_trace_csv(const char* path, std::size_t round) {
+  std::FILE* f = std::fopen(path, "r");
+  REQUIRE(f != nullptr);
+  std::vector<plan::TraceOp> ops;
+  char line[128];
+  REQUIRE(std::fgets(line, sizeof line, f) != nullptr);  // the header
+  char op = 0;
+  std::size_t id = 0;
+  std::size_t bytes = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    REQUIRE(std::sscanf(line, "%c,%zu,%zu", &op, &id, &bytes) == 3);
+    ops.push_back({.allocate = op == 'a', .id = id, .bytes = (bytes + round - 1) / round * round});
+  }
+  std::fclose(f);
+  return ops;
+}
+
+}  // namespace
+
+TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (prints the numbers)", "[.profile_csv]") {
+  // CUVMM_PROFILE_TRACES: comma-separated CSV paths, e.g. the random traces that
+  // bench/torch_allocators.py replays through PyTorch (`torch_allocators.py traces --out DIR
+  // --free-bytes N`), replayed here with cuvmm_torch's 512 B rounding and its defaults, or the
+  // options CUVMM_PROFILE_CONF gives (CUVMM_ARENA_CONF's format).
+  char const* list = std::getenv("CUVMM_PROFILE_TRACES");
+  if (list == nullptr) SKIP("CUVMM_PROFILE_TRACES names no trace");
+  char const* conf = std::getenv("CUVMM_PROFILE_CONF");
+  ArenaOptions const options = parse_arena_options(conf != nullptr ? conf : "");
+  std::printf("options: %s\n", conf != nullptr ? conf : "the defaults");
+  std::string paths = list;
+  for (std::size_t start = 0; start < paths.size();) {
+    std::size_t const end = std::min(paths.find(',', start), paths.size());
+    std::string const path = paths.substr(start, end - start);
+    start = end + 1;
+    test::BookkeepingBackend backend(h200_bytes);
+    Arena arena(backend, options);
+    ArenaReplay const r = test::replay(arena, read_trace_csv(path.c_str(), 512), 2000, {}, h200_bytes);
+    print(path.c_str(), r);
+    std::printf("           largest allocation after: %.4f of the device's memory less the live bytes; at the end "
+                "(MiB) live %.0f, pinned %.0f, lent %.0f, cached %.0f, pooled %.0f, stale %.0f\n",
+                static_cast<double>(r.largest_after) / static_cast<double>(h200_bytes - r.live_at_end),
+                static_cast<double>(r.stats.bytes_live) / MiB, static_cast<double>(r.stats.bytes_pinned) / MiB,
+                static_cast<double>(r.stats.bytes_lent) / MiB, static_cast<double>(r.stats.bytes_cached) / MiB,
+                static_cast<double>(r.stats.bytes_pooled) / MiB, static_cast<double>(r.stats.bytes_stale) / MiB);
   }
 }
 
