@@ -822,7 +822,7 @@ void Arena::State::free_checked(Address address, std::size_t bytes, Stream strea
 // caches applies from there on.
 
 /// The key of a request that a front may serve, or nothing. Reads only what never changes.
-std::optional<std::size_t> Arena::State::front_key(std::size_t bytes, std::size_t alignment) const noexcept {
+inline std::optional<std::size_t> Arena::State::front_key(std::size_t bytes, std::size_t alignment) const noexcept {
   if (auto const c = slabs.class_for(bytes, alignment)) return *c;
   std::size_t const pages = (bytes + pool.page_bytes() - 1) / pool.page_bytes();
   if (pages > front_pages) return std::nullopt;

@@ -2,11 +2,10 @@
 //
 // Owns: the class table and the slab records. Invariants: as in slabs.hpp. Never does: touch
 // memory, the backend, or a stream; every operation is O(1) except remove_empty (O(slabs), run only
-// when the Arena reclaims everything) and class_for (bounded by the number of classes).
+// when the Arena reclaims everything) and class_by_search (bounded by the number of classes).
 #include "allocators/slabs.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <string>
 
 #include <cuvmm/error.hpp>
@@ -27,27 +26,7 @@ Slabs::Slabs(std::size_t page) : page_(page) {
   }
 }
 
-std::optional<std::size_t> Slabs::class_for(std::size_t bytes, std::size_t alignment) const noexcept {
-  if (bytes > small_max_) return std::nullopt;
-  if (alignment <= min_block_bytes && page_ % min_block_bytes == 0) {
-    // Every class is a multiple of 256 B, so the smallest class that holds `bytes` is found by
-    // arithmetic (the allocation path's common case): classes 0-2 are 256, 512, 768; above them,
-    // four per doubling, class 3 + 4 (e - 10) + q + 1 being 2^e + (q + 1) 2^e / 4 for the e and q
-    // with 2^e + q 2^e / 4 < bytes <= 2^e + (q + 1) 2^e / 4.
-    std::size_t index = 0;
-    if (bytes <= 768) {
-      index = bytes == 0 ? 0 : (bytes - 1) / min_block_bytes;
-    } else if (bytes <= 1024) {
-      index = 3;
-    } else {
-      std::size_t const below = bytes - 1;  // 2^e <= below < 2^(e + 1)
-      int const e = std::bit_width(below) - 1;
-      std::size_t const quarter = (below - (std::size_t{1} << e)) >> (e - 2);
-      index = 3 + 4 * static_cast<std::size_t>(e - 10) + quarter + 1;
-    }
-    if (index >= classes_.size()) return std::nullopt;
-    return index;
-  }
+std::optional<std::size_t> Slabs::class_by_search(std::size_t bytes, std::size_t alignment) const noexcept {
   if (alignment > small_max_ || page_ % alignment != 0) return std::nullopt;
   auto it = std::lower_bound(classes_.begin(), classes_.end(), std::max(bytes, alignment));
   while (it != classes_.end() && *it % alignment != 0) ++it;

@@ -9,6 +9,7 @@
 //   StreamCaches' business, mapping the page is PagePool's. Not thread-safe: the Arena's lock.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -39,7 +40,28 @@ class Slabs {
 
   /// The smallest class that holds `bytes` and whose block size is a multiple of `alignment` (a
   /// power of two), so every block of it is aligned; nothing when the request takes whole pages.
-  [[nodiscard]] std::optional<std::size_t> class_for(std::size_t bytes, std::size_t alignment) const noexcept;
+  /// Inline: the Arena asks it on every allocation, and the common case is a few instructions.
+  [[nodiscard]] std::optional<std::size_t> class_for(std::size_t bytes, std::size_t alignment) const noexcept {
+    if (bytes > small_max_) return std::nullopt;
+    if (alignment > min_block_bytes || page_ % min_block_bytes != 0) return class_by_search(bytes, alignment);
+    // Every class is a multiple of 256 B, so the smallest class that holds `bytes` is found by
+    // arithmetic: classes 0-2 are 256, 512, 768; above them, four per doubling, class
+    // 3 + 4 (e - 10) + q + 1 being 2^e + (q + 1) 2^e / 4 for the e and q with
+    // 2^e + q 2^e / 4 < bytes <= 2^e + (q + 1) 2^e / 4.
+    std::size_t index = 0;
+    if (bytes <= 768) {
+      index = bytes == 0 ? 0 : (bytes - 1) / min_block_bytes;
+    } else if (bytes <= 1024) {
+      index = 3;
+    } else {
+      std::size_t const below = bytes - 1;  // 2^e <= below < 2^(e + 1)
+      int const e = std::bit_width(below) - 1;
+      std::size_t const quarter = (below - (std::size_t{1} << e)) >> (e - 2);
+      index = 3 + 4 * static_cast<std::size_t>(e - 10) + quarter + 1;
+    }
+    if (index >= classes_.size()) return std::nullopt;
+    return index;
+  }
 
   /// Registers the slab page at `slot` for `size_class`, no block handed out yet. Throws only
   /// std::bad_alloc, and then nothing changed.
@@ -98,6 +120,8 @@ class Slabs {
   [[nodiscard]] std::pair<const Slab*, std::size_t> live_block(std::size_t slot, std::size_t offset, std::size_t bytes,
                                                                std::uintptr_t address) const;
 
+  /// class_for for an alignment above min_block_bytes (or pages not a multiple of it).
+  [[nodiscard]] std::optional<std::size_t> class_by_search(std::size_t bytes, std::size_t alignment) const noexcept;
   void count_hand_out(Slab& slab) noexcept;  // one more live block in `slab`
   void count_free(Slab& slab) noexcept;      // one live block fewer in `slab`
 
