@@ -104,6 +104,13 @@ struct ArenaOptions {
   /// (or of byte_limit when that is smaller). Lower trades time for utilization: docs/DESIGN.md
   /// ("Lent memory: the frontier") shows the measured trade and the benchmark that measures it.
   std::size_t max_lent_bytes = 0;
+  /// Most bytes one large request may lend of its last large page: when the rest of that page
+  /// behind the request is larger, the request is served as with share_large_page_tails off (large
+  /// pages, then small ones). Lent tails of live requests are what keeps a later large request
+  /// from the device's whole free memory; bounding each tail to half a large page keeps most of
+  /// lending's fewer page moves: docs/DESIGN.md ("Arena: what it may lose") shows the trade. 0 (the
+  /// default): no bound but max_lent_bytes. Rounded down to whole pages.
+  std::size_t max_lent_tail_bytes = 0;
   /// Most physical bytes the arena may hold at once. 0: as much as the device gives.
   std::size_t byte_limit = 0;
   /// Generic compression on every page: none, preferred (ordinary memory where the device does
@@ -132,8 +139,8 @@ inline constexpr const char* arena_conf_variable = "CUVMM_ARENA_CONF";
 
 /// `base` with the options that `text` sets: comma-separated `key:value` pairs whose keys are the
 /// fields of ArenaOptions that a text can set, e.g. "large_page_bytes:128MiB,byte_limit:64GiB".
-///  - sizes (address_space_bytes, page_bytes, large_page_bytes, max_lent_bytes, byte_limit,
-///    stream_cache_run_bytes): a whole number of
+///  - sizes (address_space_bytes, page_bytes, large_page_bytes, max_lent_bytes,
+///    max_lent_tail_bytes, byte_limit, stream_cache_run_bytes): a whole number of
 ///    bytes, or one followed by KiB, MiB, GiB or TiB;
 ///  - share_large_page_tails: true, false, 1 or 0;
 ///  - compression: none, preferred or required.

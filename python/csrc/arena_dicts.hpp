@@ -54,6 +54,7 @@ inline pybind11::dict arena_options_dict(const cuvmm::ArenaOptions& o) {
   d["page_bytes"] = o.page_bytes;
   d["large_page_bytes"] = o.large_page_bytes;
   d["max_lent_bytes"] = o.max_lent_bytes;
+  d["max_lent_tail_bytes"] = o.max_lent_tail_bytes;
   d["share_large_page_tails"] = o.share_large_page_tails;
   d["byte_limit"] = o.byte_limit;
   d["compression"] = std::string(cuvmm::to_string(o.compression));

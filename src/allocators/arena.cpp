@@ -85,9 +85,11 @@
 // would pass it takes small pages for its remainder, and no cached large page is lent. The trade
 // (utilization against driver time, by bound) is `unit_arena_trace "[.profile_lent]"` on the
 // bookkeeping replay and `bench_arena --benchmark_filter=trace/arena_max_lent` on a GPU; the table
-// is in docs/DESIGN.md. Two other ways to trade were measured on the bookkeeping replay and not
-// adopted: small pages for a request's remainder when it would use few of its last large page's
-// slots (up to 0.92/0.96 on the quick/full trace for 1.6x the driver time), and trim() whenever
+// is in docs/DESIGN.md. ArenaOptions::max_lent_tail_bytes bounds each tail instead: a request
+// that would lend more than that of its last large page takes small pages for its remainder (at
+// half a large page: utilization 0.92/0.96 on the quick/full trace and 0.99 of the free memory for the
+// largest request after the full one, for 1.6-1.8x the estimated driver time; a total bound that
+// reaches 0.99 costs 2.8x). One other way to trade was measured and not adopted: trim() whenever
 // more than a share of the live bytes is idle (`unit_arena_trace "[.profile_trim]"`: 0.98 with
 // shared tails off, for 4.8-10x the driver time).
 #include <cuvmm/arena.hpp>
@@ -266,6 +268,7 @@ struct Arena::State {
   std::unordered_map<Address, LiveSpan> live_spans;  // allocations of whole pages, by address
   std::size_t live_span_slots = 0;                   // sum of live_spans' pages
   std::size_t max_lent_slots = 0;                    // options.max_lent_bytes (or its default) in slots
+  std::size_t max_tail_slots = 0;                    // options.max_lent_tail_bytes in slots (no bound: SIZE_MAX)
   std::size_t front_pages = 0;                       // longest run of small pages a front keeps
   mutable detail::StreamFronts fronts;               // per stream: freed allocations served without `lock`
   std::unordered_map<Address, StreamFront*> held;    // allocations parked or handed out by a front, and which
@@ -297,6 +300,7 @@ Arena::State::State(Backend& user_backend, ArenaOptions opts)
     max_lent = basis / default_max_lent_share;
   }
   max_lent_slots = max_lent / pool.page_bytes();
+  max_tail_slots = options.max_lent_tail_bytes != 0 ? options.max_lent_tail_bytes / pool.page_bytes() : SIZE_MAX;
 }
 
 /// A run of whole pages being handed to one request: recorded as a live span, its tail lent. Each
@@ -1100,7 +1104,9 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
     bool const large = st.pool.large_layout(pages);
     std::size_t const per_large = st.pool.slots_per_large();
     std::size_t whole = large && st.options.share_large_page_tails ? (pages + per_large - 1) / per_large * per_large : pages;
-    if (whole != pages && !st.may_lend(whole - pages)) whole = pages;  // ArenaOptions::max_lent_bytes
+    if (whole - pages > st.max_tail_slots || (whole != pages && !st.may_lend(whole - pages))) {
+      whole = pages;  // ArenaOptions::max_lent_tail_bytes, max_lent_bytes
+    }
     State::Run run;
     if (whole == pages) {
       run = st.obtain_pages(pages, s, true);

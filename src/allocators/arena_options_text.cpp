@@ -96,12 +96,13 @@ bool set(std::string_view value, ArenaOptions& o) {
 constexpr std::string_view size_wants =
     "wants a whole number of bytes, or one followed by KiB, MiB, GiB or TiB, that fits in 64 bits";
 
-constexpr std::array<Key, 8> keys = {{
+constexpr std::array<Key, 9> keys = {{
     {"address_space_bytes", set<parse_size, &ArenaOptions::address_space_bytes>, size_wants},
     {"page_bytes", set<parse_size, &ArenaOptions::page_bytes>, size_wants},
     {"large_page_bytes", set<parse_size, &ArenaOptions::large_page_bytes>, size_wants},
     {"byte_limit", set<parse_size, &ArenaOptions::byte_limit>, size_wants},
     {"max_lent_bytes", set<parse_size, &ArenaOptions::max_lent_bytes>, size_wants},
+    {"max_lent_tail_bytes", set<parse_size, &ArenaOptions::max_lent_tail_bytes>, size_wants},
     {"share_large_page_tails", set<parse_bool, &ArenaOptions::share_large_page_tails>, "wants true, false, 1 or 0"},
     {"compression", set<parse_compression, &ArenaOptions::compression>, "wants none, preferred or required"},
     {"stream_cache_run_bytes", set<parse_size, &ArenaOptions::stream_cache_run_bytes>, size_wants},

@@ -30,6 +30,7 @@ ArenaOptions unusual() {
   o.large_page_bytes = 16 * MiB;
   o.share_large_page_tails = false;
   o.max_lent_bytes = 3 * GiB;
+  o.max_lent_tail_bytes = 10 * MiB;
   o.byte_limit = 5 * GiB;
   o.compression = Compression::preferred;
   o.stream_cache_run_bytes = 6 * MiB;
@@ -43,6 +44,7 @@ void check_same(const ArenaOptions& a, const ArenaOptions& b) {
   CHECK(a.large_page_bytes == b.large_page_bytes);
   CHECK(a.share_large_page_tails == b.share_large_page_tails);
   CHECK(a.max_lent_bytes == b.max_lent_bytes);
+  CHECK(a.max_lent_tail_bytes == b.max_lent_tail_bytes);
   CHECK(a.byte_limit == b.byte_limit);
   CHECK(a.compression == b.compression);
   CHECK(a.stream_cache_run_bytes == b.stream_cache_run_bytes);
@@ -69,7 +71,8 @@ TEST_CASE("an empty text changes nothing", "[arena][options_text]") {
 TEST_CASE("every key a text can set, with spaces and every unit", "[arena][options_text]") {
   ArenaOptions const o = parse_arena_options(
       " address_space_bytes : 3TiB, page_bytes:2MiB ,large_page_bytes:128MiB,byte_limit:1048576,"
-      "share_large_page_tails:true, compression: required, max_lent_bytes:96MiB, stream_cache_run_bytes: 8MiB",
+      "share_large_page_tails:true, compression: required, max_lent_bytes:96MiB, stream_cache_run_bytes: 8MiB,"
+      "max_lent_tail_bytes:16MiB",
       unusual());
   CHECK(o.address_space_bytes == std::size_t{3} << 40);
   CHECK(o.page_bytes == 2 * MiB);
@@ -77,6 +80,7 @@ TEST_CASE("every key a text can set, with spaces and every unit", "[arena][optio
   CHECK(o.byte_limit == 1048576);
   CHECK(o.share_large_page_tails);
   CHECK(o.max_lent_bytes == 96 * MiB);
+  CHECK(o.max_lent_tail_bytes == 16 * MiB);
   CHECK(o.compression == Compression::required);
   CHECK(o.stream_cache_run_bytes == 8 * MiB);
   CHECK(o.device == 3);  // not settable by text: kept
@@ -112,7 +116,8 @@ TEST_CASE("sizes up to 64 bits are taken; one more is refused", "[arena][options
 TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][options_text]") {
   CHECK(refusal("large_page_bytes:64MiB,huge_pages:1") ==
         "'huge_pages:1' in \"large_page_bytes:64MiB,huge_pages:1\": no such key (address_space_bytes, page_bytes, "
-        "large_page_bytes, byte_limit, max_lent_bytes, share_large_page_tails, compression, stream_cache_run_bytes)");
+        "large_page_bytes, byte_limit, max_lent_bytes, max_lent_tail_bytes, share_large_page_tails, compression, "
+        "stream_cache_run_bytes)");
   CHECK(refusal("byte_limit:1GiB, byte_limit:2GiB") ==
         "'byte_limit:2GiB' in \"byte_limit:1GiB, byte_limit:2GiB\": 'byte_limit' is given twice");
   CHECK(refusal("large_page_bytes=64MiB") == "'large_page_bytes=64MiB' in \"large_page_bytes=64MiB\": wants key:value");
@@ -122,7 +127,7 @@ TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][op
   CHECK(refusal("compression:generic") == "'compression:generic' in \"compression:generic\": wants none, preferred or required");
   CHECK(refusal("device:1") ==
         "'device:1' in \"device:1\": no such key (address_space_bytes, page_bytes, large_page_bytes, byte_limit, "
-        "max_lent_bytes, share_large_page_tails, compression, stream_cache_run_bytes)");
+        "max_lent_bytes, max_lent_tail_bytes, share_large_page_tails, compression, stream_cache_run_bytes)");
   // The caller's options are a copy: a refused text leaves them as they were.
   ArenaOptions kept = unusual();
   CHECK_THROWS_AS(kept = parse_arena_options("page_bytes:4MiB,bad", kept), Error);
@@ -149,6 +154,12 @@ TEST_CASE("an Arena made from parsed options has them", "[arena][options_text]")
   CHECK(capped.stats().bytes_physical.current == 80 * MiB);
   CHECK(capped.stats().bytes_lent == 0);
   capped.deallocate(q, 80 * MiB);
+  // max_lent_tail_bytes: the same for one request's tail alone, whatever the others lend.
+  Arena bounded_tail(backend, parse_arena_options("large_page_bytes:64MiB,address_space_bytes:4GiB,max_lent_tail_bytes:46MiB"));
+  void* r = bounded_tail.allocate(80 * MiB);
+  CHECK(bounded_tail.stats().bytes_physical.current == 80 * MiB);
+  CHECK(bounded_tail.stats().bytes_lent == 0);
+  bounded_tail.deallocate(r, 80 * MiB);
   // byte_limit: 256 MiB is all it may hold.
   CHECK_THROWS_AS(arena.allocate(300 * MiB), OutOfMemory);
   // A value the Arena refuses is refused when the Arena is made, as for any options.
