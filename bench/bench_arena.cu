@@ -21,7 +21,8 @@
 //               tails lent); trace/arena_small_tails has ArenaOptions::share_large_page_tails off;
 //               trace/arena_max_lent has ArenaOptions::max_lent_bytes at Arg thousandths of the
 //               device's memory (0: nothing lent), the time side of the frontier that
-//               `unit_arena_trace "[.profile_lent]"` prints from the bookkeeping replay.
+//               `unit_arena_trace "[.profile_lent]"` prints from the bookkeeping replay;
+//               trace/arena_max_lent_tail has ArenaOptions::max_lent_tail_bytes at Arg MiB.
 //   sort/...    thrust::sort of 2^28 uint32 keys in place with ThrustAllocator (temporary storage
 //               from the Arena) and with Thrust's default allocator, vs cub::DeviceRadixSort with
 //               every buffer allocated beforehand (in place with a DoubleBuffer, as thrust::sort
@@ -285,6 +286,16 @@ void BM_TraceArenaMaxLent(benchmark::State& state) {
   }
 }
 
+/// The trace on a cuvmm::Arena with ArenaOptions::max_lent_tail_bytes at state.range(0) MiB.
+void BM_TraceArenaMaxLentTail(benchmark::State& state) {
+  cuvmm::ArenaOptions options;
+  options.max_lent_tail_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
+  for (auto _ : state) {
+    auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
+    report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
+  }
+}
+
 /// The trace on cudaMallocAsync (cuvmm-plan's baseline: the default pool on one stream).
 void BM_TraceMallocAsync(benchmark::State& state) {
   static cuvmm::plan::DeviceRuntimeSession session;
@@ -379,6 +390,7 @@ BENCHMARK(BM_ThreadsMallocAsync)->Name("threads/cudaMallocAsync")->RangeMultipli
 BENCHMARK(BM_TraceArena)->Name("trace/arena")->ArgName("page_MiB")->Arg(2)->Arg(8)->Arg(32)->Arg(64)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaSmallTails)->Name("trace/arena_small_tails")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaMaxLent)->Name("trace/arena_max_lent")->ArgName("permille")->Arg(50)->Arg(20)->Arg(10)->Arg(5)->Arg(0)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TraceArenaMaxLentTail)->Name("trace/arena_max_lent_tail")->ArgName("MiB")->Arg(16)->Arg(8)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceMallocAsync)->Name("trace/cudaMallocAsync")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<true>)->Name("sort/thrust_arena")->ArgName("page_MiB")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<false>)->Name("sort/thrust_default")->Arg(0)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
