@@ -188,7 +188,8 @@ std::vector<plan::TraceOp> read_trace_csv(const char* path, std::size_t round) {
 }  // namespace
 
 TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (prints the numbers)", "[.profile_csv]") {
-  // CUVMM_PROFILE_TRACES: comma-separated CSV paths, e.g. the random traces that
+  // CUVMM_PROFILE_TRACES: comma-separated CSV paths (or plan:quick and plan:full, cuvmm-plan's
+  // generated GPU traces, unrounded), e.g. the random traces that
   // bench/torch_allocators.py replays through PyTorch (`torch_allocators.py traces --out DIR
   // --free-bytes N`), replayed here with cuvmm_torch's 512 B rounding and its defaults, or the
   // options CUVMM_PROFILE_CONF gives (CUVMM_ARENA_CONF's format).
@@ -204,7 +205,10 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
     start = end + 1;
     test::BookkeepingBackend backend(h200_bytes);
     Arena arena(backend, options);
-    ArenaReplay const r = test::replay(arena, read_trace_csv(path.c_str(), 512), 2000, {}, h200_bytes);
+    std::vector<plan::TraceOp> const ops = path == "plan:quick"  ? test::gpu_quick_trace()
+                                           : path == "plan:full" ? test::gpu_full_trace()
+                                                                 : read_trace_csv(path.c_str(), 512);
+    ArenaReplay const r = test::replay(arena, ops, 2000, {}, h200_bytes);
     print(path.c_str(), r);
     std::printf("           largest allocation after: %.4f of the device's memory less the live bytes; at the end "
                 "(MiB) live %.0f, pinned %.0f, lent %.0f, cached %.0f, pooled %.0f, stale %.0f\n",
