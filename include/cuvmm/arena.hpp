@@ -100,15 +100,16 @@ struct ArenaOptions {
   /// that a live allocation uses cannot be given back to the device (they still serve requests of
   /// whole small pages on any stream before one fails), so this bounds the memory a large request
   /// may find missing. An owner freed before the borrowers of its last large page adds its part of
-  /// that page to the lent slots, which may then pass the bound until the borrowers are freed. 0: default_max_lent_share (1/20) of the device's memory
-  /// (or of byte_limit when that is smaller). Lower trades time for utilization: docs/DESIGN.md
-  /// ("Lent memory: the frontier") shows the measured trade and the benchmark that measures it.
+  /// that page to the lent slots, which may then pass the bound until the borrowers are freed.
+  /// 0: default_max_lent_share (1/20) of the device's memory (or of byte_limit when that is
+  /// smaller). Lower trades time for utilization: docs/DESIGN.md ("Arena: what it may lose, and
+  /// the frontier it trades along") shows the measured trade and the benchmark that measures it.
   std::size_t max_lent_bytes = 0;
   /// Most bytes one large request may lend of its last large page: when the rest of that page
   /// behind the request is larger, the request is served as with share_large_page_tails off (large
   /// pages, then small ones). Lent tails of live requests are what keeps a later large request
   /// from the device's whole free memory; bounding each tail to half a large page keeps most of
-  /// lending's fewer page moves: docs/DESIGN.md ("Arena: what it may lose") shows the trade. 0 (the
+  /// lending's fewer page moves: docs/DESIGN.md (the same section) shows the trade. 0 (the
   /// default): no bound but max_lent_bytes. Rounded down to whole pages.
   std::size_t max_lent_tail_bytes = 0;
   /// Most physical bytes the arena may hold at once. 0: as much as the device gives.
