@@ -253,14 +253,19 @@ void report_replay(benchmark::State& state, const cuvmm::plan::ReplayResult& r) 
 
 constexpr std::size_t timeline_points = 2000;  // as cuvmm-plan samples
 
-/// The trace on a cuvmm::Arena with state.range(0) MiB pages.
-void BM_TraceArena(benchmark::State& state) {
-  cuvmm::ArenaOptions options;
-  options.page_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
+/// The trace replayed on a fresh cuvmm::Arena with `options`, once per iteration.
+void replay_on_arena(benchmark::State& state, const cuvmm::ArenaOptions& options) {
   for (auto _ : state) {
     auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
     report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
   }
+}
+
+/// The trace on a cuvmm::Arena with state.range(0) MiB pages.
+void BM_TraceArena(benchmark::State& state) {
+  cuvmm::ArenaOptions options;
+  options.page_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
+  replay_on_arena(state, options);
 }
 
 /// The trace on a cuvmm::Arena with ArenaOptions::share_large_page_tails off (large pages then small
@@ -268,10 +273,7 @@ void BM_TraceArena(benchmark::State& state) {
 void BM_TraceArenaSmallTails(benchmark::State& state) {
   cuvmm::ArenaOptions options;
   options.share_large_page_tails = false;
-  for (auto _ : state) {
-    auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
-    report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
-  }
+  replay_on_arena(state, options);
 }
 
 /// The trace on a cuvmm::Arena with ArenaOptions::max_lent_bytes at state.range(0) thousandths of
@@ -280,20 +282,14 @@ void BM_TraceArenaMaxLent(benchmark::State& state) {
   std::size_t const device_bytes = cuvmm::cuda_backend(0).memory_info(0).total;
   cuvmm::ArenaOptions options;
   options.max_lent_bytes = std::max<std::size_t>(1, device_bytes / 1000 * static_cast<std::size_t>(state.range(0)));
-  for (auto _ : state) {
-    auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
-    report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
-  }
+  replay_on_arena(state, options);
 }
 
 /// The trace on a cuvmm::Arena with ArenaOptions::max_lent_tail_bytes at state.range(0) MiB.
 void BM_TraceArenaMaxLentTail(benchmark::State& state) {
   cuvmm::ArenaOptions options;
   options.max_lent_tail_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
-  for (auto _ : state) {
-    auto arena = cuvmm::plan::make_arena_allocator(cuvmm::cuda_backend(0), options);
-    report_replay(state, cuvmm::plan::replay_trace("cuvmm_arena", *arena, trace(), timeline_points));
-  }
+  replay_on_arena(state, options);
 }
 
 /// The trace on cudaMallocAsync (cuvmm-plan's baseline: the default pool on one stream).
