@@ -265,6 +265,7 @@ void replay_on_arena(benchmark::State& state, const cuvmm::ArenaOptions& options
 void BM_TraceArena(benchmark::State& state) {
   cuvmm::ArenaOptions options;
   options.page_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
+  options.large_page_bytes = std::max(options.large_page_bytes, options.page_bytes);  // at least one page
   replay_on_arena(state, options);
 }
 

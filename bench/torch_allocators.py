@@ -191,11 +191,16 @@ def child(args) -> int:
     return 0
 
 
+def child_command(workload: str, mode: str, args) -> list[str]:
+    """The command line of the fresh process that measures `workload` under `mode`."""
+    return [sys.executable, __file__, workload, "--child", "--mode", mode, "--ops", str(args.ops),
+            "--steps", str(args.steps)]
+
+
 def one(workload: str, mode: str, args) -> dict | None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_CUDA_ALLOC_CONF", "CUVMM_BENCH_ENABLE")}
     env.update(MODES[mode])
-    command = [sys.executable, __file__, "--child", "--mode", mode, "--workload", workload,
-               "--ops", str(args.ops), "--steps", str(args.steps)]
+    command = child_command(workload, mode, args)
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -226,7 +231,7 @@ def summarize(results: list[dict]) -> list[dict]:
     return rows
 
 
-def main() -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("workload", nargs="?", default="all", help="random, decoder, all, or traces")
     parser.add_argument("--out", help="traces: the folder for the CSV files")
@@ -239,6 +244,11 @@ def main() -> int:
     parser.add_argument("--json", help="write every result and the summary to this file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> int:
+    parser = make_parser()
     args = parser.parse_args()
     if args.child:
         return child(args)

@@ -294,7 +294,12 @@ def profile(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype, t
     }
 
 
-def main() -> int:
+def child_command(passed: list[str], kind: str, graphs: bool) -> list[str]:
+    """The command line of the fresh process that measures one variant, with the options `passed`."""
+    return [sys.executable, __file__, *passed, "--child", kind] + (["--graphs"] if graphs else [])
+
+
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="folder for torch_decode.json")
     parser.add_argument("--repeats", type=int, default=3)
@@ -311,6 +316,11 @@ def main() -> int:
     parser.add_argument("--variants", default=",".join(f"{k}{'+graphs' if g else ''}" for k, g in VARIANTS))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--graphs", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> int:
+    parser = make_parser()
     args = parser.parse_args()
     if args.prompt + args.new_tokens > args.max_len:
         parser.error("--prompt + --new-tokens must not exceed --max-len")
@@ -326,7 +336,7 @@ def main() -> int:
     passed = [a for a in sys.argv[1:]]
     for name in args.variants.split(","):
         kind, graphs = name.replace("+graphs", ""), name.endswith("+graphs")
-        command = [sys.executable, __file__, *passed, "--child", kind] + (["--graphs"] if graphs else [])
+        command = child_command(passed, kind, graphs)
         started = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:

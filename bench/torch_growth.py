@@ -85,25 +85,37 @@ def child(method: str, total: int, row: int) -> dict:
     return result
 
 
+def child_command(method: str, total: int, row: int) -> list[str]:
+    """The command line of the fresh process that grows one tensor by `method`."""
+    return [sys.executable, __file__, "--child", method, str(total), str(row)]
+
+
 def one(method: str, total: int, row: int) -> dict:
-    command = [sys.executable, __file__, "--child", method, str(total), str(row)]
+    command = child_command(method, total, row)
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         return {"method": method, "error": done.stderr[-2000:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="folder for torch_growth.json")
+    parser.add_argument("--out", help="folder for torch_growth.json (required)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cases", nargs="*", help="NAME=TOTAL:ROW bytes (default: " + ", ".join(CASES) + ")")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> int:
+    parser = make_parser()
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), int(args.child[2]))))
         return 0
+    if not args.out:
+        parser.error("--out is required")
     cases = dict(CASES)
     if args.cases:
         cases = {}

@@ -506,5 +506,40 @@ class GrowableTensorTest(unittest.TestCase):
         self.assert_rows(g.tensor, 0, 8)
 
 
+def bench_script(name: str):
+    """bench/NAME.py of this checkout, imported as a module (its main() does not run)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BenchScriptsTest(unittest.TestCase):
+    """The PyTorch benchmarks measure each case in a fresh process started with a command line they
+    build themselves: that command line must parse as the child's (this runs no GPU work)."""
+
+    def test_allocators_child_gets_its_workload_and_mode(self):
+        script = bench_script("torch_allocators")
+        parent = script.make_parser().parse_args(["random", "--ops", "123"])
+        child = script.make_parser().parse_args(script.child_command("random:2", "cuvmm", parent)[2:])
+        self.assertTrue(child.child)
+        self.assertEqual((child.workload, child.mode, child.ops, child.steps), ("random:2", "cuvmm", 123, 40))
+
+    def test_growth_child_gets_its_case(self):
+        script = bench_script("torch_growth")
+        child = script.make_parser().parse_args(script.child_command("growable", 1 << 30, 1 << 20)[2:])
+        self.assertEqual(child.child, ["growable", str(1 << 30), str(1 << 20)])
+
+    def test_decode_child_gets_the_parent_options(self):
+        script = bench_script("torch_decode")
+        passed = ["--out", "somewhere", "--batch", "4", "--new-tokens", "64"]
+        child = script.make_parser().parse_args(script.child_command(passed, "growable", True)[2:])
+        self.assertEqual((child.child, child.graphs, child.batch, child.new_tokens, child.out),
+                         ("growable", True, 4, 64, "somewhere"))
+
+
 if __name__ == "__main__":
     unittest.main()
