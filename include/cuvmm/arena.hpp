@@ -173,6 +173,9 @@ struct ArenaStats {
   std::size_t unmaps = 0;
   std::size_t access_calls = 0;
   std::size_t cross_stream_reuses = 0;  ///< memory freed on one stream handed to another (device-side wait)
+  /// Allocations served by their stream's front, without the arena's lock (the cached path): of
+  /// `allocations.total`, the share that threads on their own streams make without meeting.
+  std::size_t front_allocations = 0;
   std::size_t reclaims = 0;             ///< cached extents (or parts of spans) unmapped to back another request
   /// Pages mapped again at another address after being taken from where they were (stitching,
   /// remapping): each costs a map and an access grant at the new address (~30 us per page on the

@@ -34,6 +34,7 @@ inline pybind11::dict arena_stats_dict(const cuvmm::ArenaStats& s) {
   d["unmaps"] = s.unmaps;
   d["access_calls"] = s.access_calls;
   d["cross_stream_reuses"] = s.cross_stream_reuses;
+  d["front_allocations"] = s.front_allocations;
   d["reclaims"] = s.reclaims;
   d["pages_moved"] = s.pages_moved;
   d["bytes_stale"] = s.bytes_stale;

@@ -12,10 +12,15 @@
 //    stream's front holds; a free of a block that front handed out) takes only that mutex, so
 //    threads on their own streams do not meet on the arena's lock. A parked block is still a live
 //    block in the books below, held by its front (`held`), so nothing else takes it; the front
-//    keeps at most stream_front_bytes. Everything parked is drained back, freed into the stream
-//    caches on the front's stream as if freed then, before a request would map pages anew (step
-//    3b: so parked memory never makes a request create or move pages, or fail), by trim(), and
-//    for one stream by release_stream(). A miss, and a free of a block that a front did not hand
+//    keeps at most stream_front_bytes. What is parked goes back, freed into the stream caches on
+//    the front's stream as if freed then, when a request would otherwise map pages anew: its own
+//    stream's front is drained (step 3b), then one allocation of its key is taken from the other
+//    streams' fronts (3c; a request without a key drains them all), so that one thread's miss
+//    leaves the fronts of the threads beside it as they are; every front is drained before a
+//    reclaim (step 9, addresses running out), by trim(), and for one stream by
+//    release_stream(). So parked memory never makes a request move pages or fail; it can make a
+//    request create pages, by at most what the other fronts park (stream_front_bytes each).
+//    A miss, and a free of a block that a front did not hand
 //    out, take the lock: such a free parks the block in its stream's front. Who may reuse what is
 //    unchanged: a front serves only the stream the blocks were freed on; drained, they follow
 //    the stream caches' rules.
@@ -147,6 +152,11 @@ constexpr std::size_t growth_room_bytes = 2 * GiB;
 /// from the front almost always.
 constexpr std::size_t stream_front_bytes = 64 * MiB;
 
+/// Most fronts of other streams that a miss looks through for one allocation parked under its key
+/// (step 3c), so that its cost does not grow with the streams an Arena has met. As many as the
+/// threads of `bench_arena --benchmark_filter=threads/`.
+constexpr std::size_t fronts_searched = 16;
+
 /// The current and peak of an ArenaCounter, which threads update without a lock (the cached path
 /// counts allocations in it); the total is kept apart, per front and under the arena's lock, as
 /// only the peak needs the sum at each moment.
@@ -248,6 +258,8 @@ struct Arena::State {
   void release_parked(StreamFront& f, std::size_t key);
   bool drain(StreamFront& f);
   bool drain_fronts();
+  bool drain_own_front(const StreamCache& s);
+  bool release_parked_elsewhere(std::size_t key, const StreamCache& s);
   void retire_front(Stream stream);
 
   // Helpers --------------------------------------------------------------------------------------
@@ -370,7 +382,11 @@ Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, 
   if (auto const run = take_cached(s, slots, s, may_borrow)) return *run;       // 1. own cache (and lent slots), as it lies
   if (auto const run = take_from_other_stream(s, slots)) return *run;       // 2. another stream's cache, after an event wait
   if (auto const run = extend_cached_run(s, slots)) return *run;            // 3. own cached run, grown in place (steps 5-10 for what it lacks)
-  if (drain_fronts()) return obtain_pages(slots, s, may_borrow);            // 3b. what the streams' fronts park, then 1-3 again
+  if (drain_own_front(s)) return obtain_pages(slots, s, may_borrow);        // 3b. what the stream's front parks, then 1-3 again
+  if (slots <= front_pages ? release_parked_elsewhere(slabs.class_count() + slots - 1, s)
+                           : drain_fronts()) {
+    return obtain_pages(slots, s, may_borrow);                              // 3c. what other streams' fronts park, then 1-3 again
+  }
   try {
     auto span = take_slots(slots);                                          // 4. addresses (none free: reclaim, then OutOfMemory)
     return {back_and_map(*span, s), slots};
@@ -773,7 +789,8 @@ Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCac
     caches.move_blocks(*other, s, c);
     return reuse(*caches.take_block(s, c));
   }
-  if (drain_fronts()) return allocate_block(c, bytes, s);                              // 3b. what the streams' fronts park, then 1-3 again
+  if (drain_own_front(s)) return allocate_block(c, bytes, s);                          // 3b. what the stream's front parks, then 1-3 again
+  if (release_parked_elsewhere(c, s)) return allocate_block(c, bytes, s);              // 3c. one block another stream's front parks, then 1-3 again
   if (s.fresh_slabs[c].size() == s.fresh_slabs[c].capacity()) s.fresh_slabs[c].reserve(2 * s.fresh_slabs[c].size() + 1);
   std::size_t const slot = obtain_pages(1, s).first;                                    // 4. a new slab of one page
   try {
@@ -904,6 +921,7 @@ void Arena::State::park(StreamFront& f, Address address, std::size_t key) {
   bin.push_back(address);  // capacity reserved
   f.parked_bytes += bytes;
   if (!f.listed) {
+    f.listed_at = listed_fronts.size();
     listed_fronts.push_back(&f);  // capacity reserved
     f.listed = true;
   }
@@ -933,7 +951,13 @@ bool Arena::State::drain(StreamFront& f) {
   for (std::size_t k = 0; k < f.parked.size(); ++k) {
     while (!f.parked[k].empty()) release_parked(f, k);
   }
-  f.listed = false;
+  if (f.listed) {  // off the list: the last listed front takes its place
+    StreamFront* const last = listed_fronts.back();
+    listed_fronts[f.listed_at] = last;
+    last->listed_at = f.listed_at;
+    listed_fronts.pop_back();
+    f.listed = false;
+  }
   return any;
 }
 
@@ -944,9 +968,35 @@ bool Arena::State::drain(StreamFront& f) {
 /// its cost does not grow with the streams an Arena has met.
 bool Arena::State::drain_fronts() {
   bool any = false;
-  for (StreamFront* const f : listed_fronts) any = drain(*f) || any;  // (a retired or reused front: drained again, harmless)
-  listed_fronts.clear();
+  while (!listed_fronts.empty()) any = drain(*listed_fronts.back()) || any;  // (each drain takes its front off the list)
   return any;
+}
+
+/// Drains the front of `s`'s stream; whether it parked anything. Step 3b of a request: what its
+/// own stream parks serves it before anything else is tried.
+bool Arena::State::drain_own_front(const StreamCache& s) {
+  StreamFront* const f = fronts.registered(s.stream);
+  return f != nullptr && f->listed && drain(*f);
+}
+
+/// Frees one allocation that another stream's front parks under `key` into that stream's cache,
+/// where step 2 or 3 of the request on `s` takes it after an event wait; whether there was one.
+/// Step 3c: a miss takes what it needs from the other fronts, not all they park, so that one
+/// thread's miss does not empty the fronts of the threads beside it (a request without a key
+/// drains them all, as before a reclaim). Looks at no more than fronts_searched fronts, the last
+/// listed, so that a miss costs the same with 40k streams known.
+bool Arena::State::release_parked_elsewhere(std::size_t key, const StreamCache& s) {
+  std::size_t const searched = std::min(listed_fronts.size(), fronts_searched);
+  for (std::size_t i = listed_fronts.size() - searched; i < listed_fronts.size(); ++i) {
+    StreamFront* const f = listed_fronts[i];
+    if (f->stream == s.stream) continue;
+    std::lock_guard const f_held(f->lock);
+    if (!f->parked[key].empty()) {
+      release_parked(*f, key);
+      return true;
+    }
+  }
+  return false;
 }
 
 /// Drains `stream`'s front, gives the live allocations it handed out back to the books (their
@@ -1257,6 +1307,7 @@ ArenaStats Arena::stats() const {
   });
   std::size_t parked_slabs = 0;  // slabs whose every live block is parked
   for (auto const& [slot, blocks] : parked_blocks) parked_slabs += blocks == st.slabs.in_use(slot) ? 1 : 0;
+  s.front_allocations = allocated_total - st.allocated_total;
   s.bytes_requested = st.requested.load(requested_total);
   s.allocations = st.allocated.load(allocated_total);
   s.chunks_created = st.calls.calls(BackendOp::create_chunk);

@@ -40,6 +40,7 @@ struct StreamFront {
   Stream stream = nullptr;                           // the stream served (when active)
   bool active = false;                               // false: released, waiting for reuse
   bool listed = false;                               // on the Arena's list of fronts to drain (set and cleared under its lock)
+  std::size_t listed_at = 0;                         // where on that list, while listed
   std::vector<std::vector<Address>> parked;          // per key: free allocations, reusable at once on `stream`
   std::unordered_map<Address, Handed> handed;        // live allocations served from `parked`
   std::vector<std::unordered_map<Address, Handed>::node_type> spare_nodes;  // of `handed`, reused: no heap call per pair

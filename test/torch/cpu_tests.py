@@ -244,7 +244,7 @@ class StatsAndTrimTest(unittest.TestCase):
         self.assertEqual(set(cuvmm_torch.stats(device)),
                          {"bytes_requested", "allocations", "bytes_mapped", "bytes_physical", "bytes_reserved",
                           "chunks_created", "chunks_released", "maps", "unmaps", "access_calls",
-                          "cross_stream_reuses", "reclaims", "pages_moved", "bytes_stale", "streams",
+                          "cross_stream_reuses", "front_allocations", "reclaims", "pages_moved", "bytes_stale", "streams",
                           "bytes_live", "bytes_pinned", "bytes_lent", "bytes_cached", "bytes_pooled",
                           "fragmentation"})
         self.assertEqual(set(cuvmm_torch.stats(device)), set(cuvmm_torch.stats(62)))

@@ -2,6 +2,7 @@
 // without the arena's lock. Reuse on the freeing stream, no reuse elsewhere but through the stream
 // caches' rules, draining (trim, release_stream, before pages are created), exact statistics, bad
 // frees, and many threads at once (run under ThreadSanitizer by scripts/test.sh).
+#include <algorithm>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
@@ -108,6 +109,43 @@ TEST_CASE("with stream_cache_run_bytes, a run of pages freed on a stream is park
   arena.deallocate(other, 3 * page, stream_no(2));
   arena.deallocate(p = arena.allocate(5 * page, s), 5 * page, s);  // longer than the option: never parked
   CHECK(arena.stats().bytes_cached == 8 * page);
+}
+
+TEST_CASE("a miss takes one allocation of its size from another stream's front and leaves the rest parked there",
+          "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const a = stream_no(1);
+  Stream const b = stream_no(2);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) blocks.push_back(arena.allocate(4000, a));
+  void* small = arena.allocate(100, a);
+  for (void* p : blocks) arena.deallocate(p, 4000, a);
+  arena.deallocate(small, 100, a);
+  ArenaStats const parked = arena.stats();
+  CHECK(parked.front_allocations == 0);
+  void* taken = arena.allocate(4000, b);  // one of a's blocks, after a wait on a
+  CHECK(std::count(blocks.begin(), blocks.end(), taken) == 1);
+  ArenaStats const after = arena.stats();
+  CHECK(after.cross_stream_reuses == 1);
+  CHECK(after.chunks_created == parked.chunks_created);
+  CHECK(after.front_allocations == 0);
+  // The rest is still parked in a's front, and serves a without the arena's lock.
+  void* first = arena.allocate(4000, a);
+  void* second = arena.allocate(4000, a);
+  void* small_again = arena.allocate(100, a);
+  CHECK(arena.stats().front_allocations == 3);
+  CHECK(small_again == small);
+  CHECK(first != taken);
+  CHECK(second != taken);
+  CHECK(first != second);
+  CHECK(std::count(blocks.begin(), blocks.end(), first) == 1);
+  CHECK(std::count(blocks.begin(), blocks.end(), second) == 1);
+  arena.deallocate(taken, 4000, b);
+  for (void* p : {first, second}) arena.deallocate(p, 4000, a);
+  arena.deallocate(small_again, 100, a);
+  CHECK(arena.stats().bytes_requested.current == 0);
+  CHECK(arena.stats().allocations.total == 8);
 }
 
 TEST_CASE("memory a stream's front parks reaches another stream only through the stream caches' event wait",
