@@ -55,6 +55,18 @@
 // addresses behind each, PagePool::take_slots) while the device's size of addresses stays free in
 // one piece, so that a cached run can grow in place.
 //
+// Failures: each multi-step change of the books is one transaction object that restores what it
+// changed unless committed, as PagePool::Span does for pages: UncachedRun, a mapped run out of
+// every cache while a request takes it (a cached span or extent cut, grown or partly unmapped, or
+// the page of a new slab), put back into its stream's cache as it was taken; LentChange, the change
+// a free makes to a stream's lent slots before it caches pages beside them, undone; Handout, a run
+// recorded as a live allocation, taken off the books and given back where it came from. A call that
+// fails thus leaves the books as they were, but for what a reclaim step did before the failure.
+// The `catch` blocks left are decisions, each with its reason: step 11 of the reclaim ladder and a
+// large request without its whole last large page (OutOfMemory: try the next way), caching a lent
+// page (best effort: it stays lent), a destructor that cannot throw (an undo that runs out of host
+// memory leaves the run mapped, out of every cache), and the driver shut down at process exit.
+//
 // Churn: moving a page between addresses costs a map and an access grant at the new one, ~30 µs
 // per page on the H200, almost all of it the grant (`bench_driver_calls
 // --benchmark_filter=driver_calls/`: per-call medians; the unmap, another ~16-18 µs, is deferred:
@@ -223,6 +235,8 @@ struct Arena::State {
   };
 
   class Handout;
+  class UncachedRun;
+  class LentChange;
 
   // The policy; all run under `lock` -------------------------------------------------------------
   Run obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow = false);
@@ -239,8 +253,7 @@ struct Arena::State {
   [[nodiscard]] bool may_lend(std::size_t slots) const noexcept;
   std::optional<Run> extend_cached_run(StreamCache& s, std::size_t slots);
   std::optional<Run> extend_cached_span(StreamCache& s, std::size_t slots);
-  Run remap_behind(StreamCache& c, std::size_t first, std::size_t kept, std::size_t mapped, std::size_t slots,
-                   StreamCache& requester);
+  Run remap_behind(UncachedRun& taken, std::size_t kept, std::size_t slots, StreamCache& requester);
   std::size_t back_and_map(PagePool::Span& span, StreamCache& s);
   std::optional<PagePool::Span> take_slots(std::size_t slots);
   void unmap_own_cache(StreamCache& s, const PagePool::Span& span);
@@ -337,7 +350,7 @@ class Arena::State::Handout {
       } else {
         st_.caches.put_pages(s_, run_.first, run_.slots, large_layout_);
       }
-    } catch (const std::bad_alloc&) {
+    } catch (const std::bad_alloc&) {  // a destructor cannot throw: the run stays mapped, out of every cache
     }
   }
 
@@ -361,6 +374,111 @@ class Arena::State::Handout {
   std::size_t pages_;
   bool large_layout_;
   bool recorded_ = false;   // live_spans holds it
+  bool committed_ = false;
+};
+
+/// A mapped run of slots out of every cache while one request makes it its own: a span or extent
+/// taken out of stream `c`'s cache, or the page of a new slab on `c`. What the request leaves of it
+/// goes back to the cache through it (cache_front, cache_back), what it gives up is unmapped through
+/// it (unmap_behind). Destroyed unless commit() was called, it puts the slots it still holds back
+/// into `c`'s cache, first taking back out a front part it cached apart, so that the cache holds
+/// the run as it was taken: one span, or one extent. Should putting it back run out of memory, the
+/// run stays mapped, out of every cache, until the arena goes.
+class Arena::State::UncachedRun {
+ public:
+  UncachedRun(State& st, StreamCache& c, std::size_t first, std::size_t slots, bool large_layout) noexcept
+      : st_(st), c_(c), first_(first), slots_(slots), large_layout_(large_layout) {}
+  UncachedRun(const UncachedRun&) = delete;
+  UncachedRun& operator=(const UncachedRun&) = delete;
+  ~UncachedRun() {
+    if (committed_) return;
+    try {
+      if (front_ != 0) st_.caches.remove_large_span(c_, first_ - front_, front_);
+      if (front_ + slots_ != 0) st_.caches.put_pages(c_, first_ - front_, front_ + slots_, large_layout_);
+    } catch (const std::bad_alloc&) {  // a destructor cannot throw: the run stays mapped, out of every cache
+    }
+  }
+
+  [[nodiscard]] StreamCache& cache() const noexcept { return c_; }
+  [[nodiscard]] std::size_t first() const noexcept { return first_; }
+  [[nodiscard]] std::size_t slots() const noexcept { return slots_; }
+  /// Caches its first `slots` again, as a large-layout span apart; it holds the rest. Throws only
+  /// std::bad_alloc, and then nothing changed.
+  void cache_front(std::size_t slots) {
+    st_.caches.put_pages(c_, first_, slots, true);
+    front_ += slots;
+    first_ += slots;
+    slots_ -= slots;
+  }
+  /// Caches its last `slots` again (for good: they stay cached should the request fail). Throws only
+  /// std::bad_alloc, and then nothing changed.
+  void cache_back(std::size_t slots, bool large_layout) {
+    st_.caches.put_pages(c_, first_ + slots_ - slots, slots, large_layout);
+    slots_ -= slots;
+  }
+  /// Unmaps its slots behind the first `kept` into the pool; it holds the first `kept`.
+  void unmap_behind(std::size_t kept) {
+    std::size_t const gone = slots_ - kept;
+    slots_ = kept;  // first: should unmap throw, the pages behind are no longer mapped there
+    st_.pool.unmap(first_ + kept, gone);
+  }
+  void commit() noexcept { committed_ = true; }
+
+ private:
+  State& st_;
+  StreamCache& c_;
+  std::size_t first_;      // the slots it holds: [first_, first_ + slots_)
+  std::size_t slots_;
+  bool large_layout_;      // taken as a large-layout span (else a small extent)
+  std::size_t front_ = 0;  // slots right before first_ cached apart by cache_front
+  bool committed_ = false;
+};
+
+/// The change a free makes to stream `c`'s lent slots before it caches pages beside them: slots
+/// lent (insert) or no longer lent (erase), at most one run. Destroyed unless commit() was called,
+/// it undoes that change, so that the lent slots are as they were. Should undoing it run out of
+/// memory, the slots stay as the change left them (free and mapped either way).
+class Arena::State::LentChange {
+ public:
+  explicit LentChange(StreamCache& c) noexcept : c_(c) {}
+  LentChange(const LentChange&) = delete;
+  LentChange& operator=(const LentChange&) = delete;
+  ~LentChange() {
+    if (committed_ || slots_ == 0) return;
+    try {
+      if (inserted_) {
+        c_.lent.erase(first_, slots_);
+      } else {
+        c_.lent.insert(first_, slots_);
+      }
+    } catch (const std::bad_alloc&) {  // a destructor cannot throw: the slots stay as the change left them
+    }
+  }
+
+  /// Lends [first, first + slots). Throws only std::bad_alloc, and then nothing changed.
+  void insert(std::size_t first, std::size_t slots) {
+    c_.lent.insert(first, slots);
+    record(first, slots, true);
+  }
+  /// Takes [first, first + slots), which lies inside one lent extent, out of the lent slots. Throws
+  /// only std::bad_alloc, and then nothing changed.
+  void erase(std::size_t first, std::size_t slots) {
+    c_.lent.erase(first, slots);
+    record(first, slots, false);
+  }
+  void commit() noexcept { committed_ = true; }
+
+ private:
+  void record(std::size_t first, std::size_t slots, bool inserted) noexcept {
+    first_ = first;
+    slots_ = slots;
+    inserted_ = inserted;
+  }
+
+  StreamCache& c_;
+  std::size_t first_ = 0;  // the run changed: [first_, first_ + slots_)
+  std::size_t slots_ = 0;
+  bool inserted_ = false;  // lent by insert (else no longer lent, by erase)
   bool committed_ = false;
 };
 
@@ -390,7 +508,7 @@ Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, 
   try {
     auto span = take_slots(slots);                                          // 4. addresses (none free: reclaim, then OutOfMemory)
     return {back_and_map(*span, s), slots};
-  } catch (const OutOfMemory&) {  // (the span gave back what it created)
+  } catch (const OutOfMemory&) {  // steps 4-10 found no memory (the span gave back what it created): step 11
     if (!may_borrow) throw;
     if (auto const run = take_lent_anywhere(s, slots)) return *run;       // 11. any stream's lent slots, after an event wait
     throw;
@@ -452,40 +570,28 @@ std::optional<Arena::State::Run> Arena::State::take_cached(StreamCache& c, std::
   bool const ends_in_large_page = slots % large != 0 && held / large > slots / large;
   std::size_t const kept = ends_in_large_page ? slots / large * large : slots;  // mapped slots the request keeps
   std::size_t const rest = ends_in_large_page ? kept + large : slots;           // where the span's rest starts
-  try {
-    if (held > rest) caches.put_pages(c, first + rest, held - rest, pool.large_layout(held - rest));
-  } catch (...) {
-    caches.put_pages(c, first, held, true);  // as it was
-    throw;
-  }
-  if (!ends_in_large_page) return Run{first, slots};
-  return remap_behind(c, first, kept, kept + large, slots, requester);  // the rest stays cached apart
+  UncachedRun taken(*this, c, first, held, true);
+  if (held > rest) taken.cache_back(held - rest, pool.large_layout(held - rest));  // stays cached apart
+  Run const run = ends_in_large_page ? remap_behind(taken, kept, slots, requester) : Run{first, slots};
+  taken.commit();
+  return run;
 }
 
-/// Makes [first, first + slots) a run for `requester` out of [first, first + mapped), which was just
-/// taken out of `c`'s cache: its first `kept` slots stay mapped where they are, the slots behind them
-/// are unmapped into the pool once `c`'s queued work is done (unmapping does not wait for it), and
-/// the request's remaining slots are mapped from there (steps 5-10). Should anything fail, what is
-/// still mapped of [first, first + mapped) goes back to `c`'s cache.
-Arena::State::Run Arena::State::remap_behind(StreamCache& c, std::size_t first, std::size_t kept, std::size_t mapped,
-                                             std::size_t slots, StreamCache& requester) {
-  if (mapped > kept) {
-    try {
-      wait_for(c);
-    } catch (...) {
-      caches.put_pages(c, first, mapped, true);  // as it was
-      throw;
-    }
-    pool.unmap(first + kept, mapped - kept);
+/// Makes [first, first + slots) a run for `requester` out of the run [first, first + mapped) that
+/// `taken` holds, just taken out of a stream's cache: its first `kept` slots stay mapped where they
+/// are, the slots behind them are unmapped into the pool once that stream's queued work is done
+/// (unmapping does not wait for it), and the request's remaining slots are mapped from there (steps
+/// 5-10). Should anything fail, `taken` puts what is still mapped back into that cache.
+Arena::State::Run Arena::State::remap_behind(UncachedRun& taken, std::size_t kept, std::size_t slots,
+                                             StreamCache& requester) {
+  std::size_t const first = taken.first();
+  if (taken.slots() > kept) {
+    wait_for(taken.cache());
+    taken.unmap_behind(kept);
     ++counters.reclaims;
   }
   auto behind = pool.take_slots_at(first + kept, slots - kept);
-  try {
-    back_and_map(behind, requester);
-  } catch (...) {
-    caches.put_pages(c, first, kept, true);
-    throw;
-  }
+  back_and_map(behind, requester);
   return Run{first, slots};
 }
 
@@ -516,15 +622,10 @@ std::optional<Arena::State::Run> Arena::State::take_span_end(StreamCache& c, std
   std::size_t const tail = small_tail(first, held);
   std::size_t const start = first + held - tail - bulk;  // a multiple of L past `first`
   caches.remove_large_span(c, first, held);
-  bool front_cached = false;
-  try {
-    if (start > first) (caches.put_pages(c, first, start - first, true), front_cached = true);
-    if (tail > small) caches.put_pages(c, start + slots, tail - small, false);
-  } catch (...) {
-    if (front_cached) caches.remove_large_span(c, first, start - first);
-    caches.put_pages(c, first, held, true);  // as it was
-    throw;
-  }
+  UncachedRun taken(*this, c, first, held, true);
+  if (start > first) taken.cache_front(start - first);
+  if (tail > small) taken.cache_back(tail - small, false);
+  taken.commit();
   return Run{start, slots};
 }
 
@@ -539,12 +640,9 @@ std::optional<Arena::State::Run> Arena::State::take_span_tail(StreamCache& c, st
   if (!found) return std::nullopt;
   auto const [first, held] = *found;
   caches.remove_large_span(c, first, held);
-  try {
-    caches.put_pages(c, first, held - slots, true);  // at least one large page stays
-  } catch (...) {
-    caches.put_pages(c, first, held, true);  // as it was
-    throw;
-  }
+  UncachedRun taken(*this, c, first, held, true);
+  taken.cache_front(held - slots);  // at least one large page stays
+  taken.commit();
   return Run{first + held - slots, slots};
 }
 
@@ -563,17 +661,11 @@ void Arena::State::return_lent_pages(StreamCache& c, std::size_t first, std::siz
   for (std::size_t page = first / large * large; page < first + slots; page += large) {
     if (!c.lent.covers(page, large)) continue;
     try {
-      c.lent.erase(page, large);
-    } catch (const std::bad_alloc&) {
-      continue;
-    }
-    try {
+      LentChange unlent(c);
+      unlent.erase(page, large);
       caches.put_pages(c, page, large, true);  // may merge with the spans beside it
-    } catch (const std::bad_alloc&) {
-      try {
-        c.lent.insert(page, large);
-      } catch (const std::bad_alloc&) {  // the page stays mapped, out of every cache, until the arena goes
-      }
+      unlent.commit();
+    } catch (const std::bad_alloc&) {  // best effort: the page stays lent (LentChange), and is cached later
     }
   }
 }
@@ -589,18 +681,11 @@ bool Arena::State::lend_cached_large_page(StreamCache& c) {
       caches.find_large_span(c, large, spans_tried, [&](std::size_t, std::size_t held) { return held % large == 0; });
   if (!found) return false;
   auto const [first, held] = *found;
-  std::size_t const page = first + held - large;
-  c.lent.insert(page, large);
   caches.remove_large_span(c, first, held);
-  if (held > large) {
-    try {
-      caches.put_pages(c, first, held - large, true);
-    } catch (...) {
-      c.lent.erase(page, large);
-      caches.put_pages(c, first, held, true);  // as it was
-      throw;
-    }
-  }
+  UncachedRun taken(*this, c, first, held, true);
+  if (held > large) taken.cache_front(held - large);
+  c.lent.insert(first + held - large, large);
+  taken.commit();
   return true;
 }
 
@@ -621,23 +706,16 @@ void Arena::State::free_span(StreamCache& c, const LiveSpan& live) {
   std::size_t const held = live.pages + tail;
   std::size_t const last = live.first + held - pool.slots_per_large();  // the last large page
   if (c.lent.count_from(live.first + live.pages) >= tail) {  // the whole tail is free here
-    c.lent.erase(live.first + live.pages, tail);
-    try {
-      caches.put_pages(c, live.first, held, true);
-    } catch (...) {
-      c.lent.insert(live.first + live.pages, tail);
-      throw;
-    }
+    LentChange unlent(c);
+    unlent.erase(live.first + live.pages, tail);
+    caches.put_pages(c, live.first, held, true);
+    unlent.commit();
     return;
   }
-  c.lent.insert(last, live.first + live.pages - last);
-  if (last == live.first) return;
-  try {
-    caches.put_pages(c, live.first, last - live.first, true);
-  } catch (...) {
-    c.lent.erase(last, live.first + live.pages - last);
-    throw;
-  }
+  LentChange lent(c);
+  lent.insert(last, live.first + live.pages - last);
+  if (last != live.first) caches.put_pages(c, live.first, last - live.first, true);
+  lent.commit();
 }
 
 /// A free run of addresses; when there is none, cached memory holds them: reclaim it and look again.
@@ -673,12 +751,9 @@ std::optional<Arena::State::Run> Arena::State::extend_cached_run(StreamCache& s,
   std::size_t const start = behind ? run->first + run->count : run->first - missing;
   auto span = pool.take_slots_at(start, missing);
   caches.remove_pages(s, run->first, run->count);  // a whole extent: frees, never allocates
-  try {
-    back_and_map(span, s);
-  } catch (...) {
-    caches.put_pages(s, run->first, run->count, false);
-    throw;
-  }
+  UncachedRun cached(*this, s, run->first, run->count, false);
+  back_and_map(span, s);
+  cached.commit();
   return Run{behind ? run->first : start, slots};
 }
 
@@ -702,8 +777,11 @@ std::optional<Arena::State::Run> Arena::State::extend_cached_span(StreamCache& s
   if (!found) return std::nullopt;
   auto const [first, held] = *found;
   caches.remove_large_span(s, first, held);
+  UncachedRun taken(*this, s, first, held, true);
   std::size_t const kept = slots / large > held / large ? held / large * large : held;  // slots that stay mapped
-  return remap_behind(s, first, kept, held, slots, s);  // the small tail goes when large pages follow
+  Run const run = remap_behind(taken, kept, slots, s);  // the small tail goes when large pages follow
+  taken.commit();
+  return run;
 }
 
 /// Waits for `s`'s queued work (unmapping does not wait), then unmaps what of its cache the span
@@ -793,12 +871,9 @@ Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCac
   if (release_parked_elsewhere(c, s)) return allocate_block(c, bytes, s);              // 3c. one block another stream's front parks, then 1-3 again
   if (s.fresh_slabs[c].size() == s.fresh_slabs[c].capacity()) s.fresh_slabs[c].reserve(2 * s.fresh_slabs[c].size() + 1);
   std::size_t const slot = obtain_pages(1, s).first;                                    // 4. a new slab of one page
-  try {
-    slabs.open(slot, c);
-  } catch (...) {
-    caches.put_pages(s, slot, 1, false);
-    throw;
-  }
+  UncachedRun page(*this, s, slot, 1, false);  // cached on `s` should the slab not open
+  slabs.open(slot, c);
+  page.commit();
   s.fresh_slabs[c].push_back(slot);  // capacity reserved above
   return fresh();
 }

@@ -17,12 +17,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <cuvmm/arena.hpp>
 #include <cuvmm/error.hpp>
+#include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/host_backend.hpp>
 
 #include "arena_replay.hpp"
@@ -379,6 +381,36 @@ TEST_CASE("new runs are spaced apart, so a cached run shorter than a request gro
   arena.deallocate(wall, 2 * large);
   CHECK(arena.trim() == 5 * large + 4 * MiB);
   CHECK(h.backend.live_counts().bytes_physical == 0);
+}
+
+TEST_CASE("a failure while a cached large span grows in place keeps its large page cached where it is",
+          "[arena][churn][failure]") {
+  HostBackend host({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
+  FaultInjectingBackend faulty(host);
+  Arena arena(faulty, {.address_space_bytes = 8 * GiB, .share_large_page_tails = false});
+  std::size_t const large = 32 * MiB;
+  void* p = arena.allocate(large + 4 * MiB);  // one large page, two small ones, free addresses behind
+  std::memset(p, 0x3c, large);
+  arena.deallocate(p, large + 4 * MiB);
+  // Two large pages: the span's small tail is unmapped (and released: the request needs a large
+  // page), then the new large page behind it fails to map.
+  faulty.fail_nth(1, {BackendOp::map});
+  CHECK_THROWS_AS(arena.allocate(2 * large), Error);
+  CHECK(faulty.fired());
+  faulty.disarm();
+  ArenaStats const failed = arena.stats();
+  CHECK(failed.bytes_cached == large);
+  CHECK(failed.bytes_pooled == 0);
+  CHECK(failed.bytes_physical.current == large);
+  CHECK(failed.chunks_released == 3);  // the two small pages, then the large page created for the request
+  CHECK(host.live_counts().bytes_mapped == large);
+  void* q = arena.allocate(large);  // still cached, still mapped, with its contents
+  CHECK(q == p);
+  CHECK(arena.stats().maps == failed.maps);
+  CHECK(static_cast<const unsigned char*>(q)[large - 1] == 0x3c);
+  arena.deallocate(q, large);
+  CHECK(arena.trim() == large);
+  CHECK(host.live_counts().bytes_physical == 0);
 }
 
 TEST_CASE("spacing runs apart keeps the device's size of addresses free in one piece", "[arena][churn]") {
@@ -762,6 +794,152 @@ TEST_CASE("a request that runs out of host memory at any step of its hand-out le
   std::size_t const held = arena.stats().bytes_physical.current;
   CHECK(arena.trim() == held);
   CHECK(h.backend.live_counts().bytes_physical == 0);
+}
+
+namespace {
+
+/// What ArenaStats says of the bytes held, where they are and the driver calls made: equal before
+/// and after a call that failed, the call changed nothing.
+struct Books {
+  std::size_t allocations, requested, live, pinned, lent, cached, pooled, physical, stale, maps, unmaps, created;
+  double fragmentation;
+  bool operator==(const Books&) const = default;
+};
+
+Books books(const ArenaStats& s) {
+  return {s.allocations.current, s.bytes_requested.current, s.bytes_live, s.bytes_pinned, s.bytes_lent,
+          s.bytes_cached, s.bytes_pooled, s.bytes_physical.current, s.bytes_stale, s.maps, s.unmaps,
+          s.chunks_created, s.fragmentation};
+}
+
+std::ostream& operator<<(std::ostream& out, const Books& b) {
+  return out << "{allocations " << b.allocations << ", requested " << b.requested << ", live " << b.live
+             << ", pinned " << b.pinned << ", lent " << b.lent << ", cached " << b.cached << ", pooled " << b.pooled
+             << ", physical " << b.physical << ", stale " << b.stale << ", maps " << b.maps << ", unmaps " << b.unmaps
+             << ", created " << b.created << ", fragmentation " << b.fragmentation << "}";
+}
+
+/// Runs `call` with its k-th host allocation failing, for k = 1, 2, ... until it succeeds, and
+/// checks after each failure that the arena's books are exactly what they were before. Returns
+/// how many attempts failed.
+template <class Call>
+int fail_each_host_allocation(Arena& arena, Call&& call) {
+  int failures = 0;
+  for (long k = 1;; ++k) {
+    REQUIRE(k < 1000);
+    Books const before = books(arena.stats());
+    fail_in = k;
+    try {
+      call();
+      fail_in = 0;
+      return failures;
+    } catch (const std::bad_alloc& e) {
+      fail_in = 0;
+      INFO("host allocation " << k << " failed: " << e.what());
+      REQUIRE(dynamic_cast<const OutOfMemory*>(&e) == nullptr);  // host memory, not the device's
+      ++failures;
+      CHECK(books(arena.stats()) == before);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a call that runs out of host memory while it cuts a cached span, lends a cached large page or frees "
+          "into lent slots changes nothing",
+          "[arena][tails][failure]") {
+  std::size_t const large = 32 * MiB;
+  SECTION("a small request from the small tail of a cached span") {
+    HostArena h;
+    Arena& arena = h.arena;
+    void* span = arena.allocate(large + 4 * MiB);
+    arena.deallocate(span, large + 4 * MiB);
+    void* p = nullptr;
+    CHECK(fail_each_host_allocation(arena, [&] { p = arena.allocate(3 * MiB); }) > 0);
+    CHECK(p == static_cast<std::byte*>(span) + large);
+    void* q = arena.allocate(large);  // the large page stayed cached as a span
+    CHECK(q == span);
+    arena.deallocate(q, large);
+    arena.deallocate(p, 3 * MiB);
+  }
+  SECTION("a large request from the end of a cached span, its front and the rest of its tail cached apart") {
+    HostArena h;
+    Arena& arena = h.arena;
+    void* span = arena.allocate(3 * large + 6 * MiB);
+    arena.deallocate(span, 3 * large + 6 * MiB);
+    void* p = nullptr;
+    CHECK(fail_each_host_allocation(arena, [&] { p = arena.allocate(2 * large + 3 * MiB); }) > 0);
+    CHECK(p == static_cast<std::byte*>(span) + large);
+    void* front = arena.allocate(large);
+    void* last = arena.allocate(2 * MiB);
+    CHECK(front == span);
+    CHECK(last == static_cast<std::byte*>(span) + 3 * large + 4 * MiB);
+    for (auto [q, n] : {std::pair{p, 2 * large + 3 * MiB}, std::pair{front, large}, std::pair{last, 2 * MiB}}) {
+      arena.deallocate(q, n);
+    }
+  }
+  SECTION("a small request that borrows the last large page of a cached span") {
+    HostArena h;
+    Arena& arena = h.arena;
+    void* span = arena.allocate(2 * large);
+    arena.deallocate(span, 2 * large);
+    void* p = nullptr;
+    CHECK(fail_each_host_allocation(arena, [&] { p = arena.allocate(4 * MiB); }) > 0);
+    CHECK(p == static_cast<std::byte*>(span) + large);
+    CHECK(arena.stats().bytes_lent == large - 4 * MiB);
+    void* q = arena.allocate(large);  // the first large page stayed cached as a span
+    CHECK(q == span);
+    arena.deallocate(q, large);
+    arena.deallocate(p, 4 * MiB);
+  }
+  SECTION("a small block that opens a slab on a cached page") {
+    HostArena h;
+    Arena& arena = h.arena;
+    // Two blocks of the largest class fill a slab (and the stream's books of blocks are made).
+    void* a = arena.allocate(1 * MiB);
+    void* b = arena.allocate(1 * MiB);
+    void* page = arena.allocate(2 * MiB);
+    arena.deallocate(page, 2 * MiB);
+    void* p = nullptr;
+    CHECK(fail_each_host_allocation(arena, [&] { p = arena.allocate(1 * MiB); }) > 0);
+    CHECK(p == page);  // a new slab on the cached page
+    CHECK(arena.stats().bytes_physical.current == 4 * MiB);
+    for (void* q : {a, b, p}) arena.deallocate(q, 1 * MiB);
+  }
+  SECTION("a free of a large request whose lent tail a borrower still uses, then of the borrower") {
+    HostArena h(true);
+    Arena& arena = h.arena;
+    void* owner = arena.allocate(large + 4 * MiB);  // two large pages, 28 MiB of the last lent
+    void* borrower = arena.allocate(6 * MiB);
+    REQUIRE(borrower == static_cast<std::byte*>(owner) + large + 4 * MiB);
+    // The owner's part of its last large page is lent (the borrower is still there), its first cached.
+    CHECK(fail_each_host_allocation(arena, [&] { arena.deallocate(owner, large + 4 * MiB); }) > 0);
+    CHECK(arena.stats().bytes_lent == large - 6 * MiB);
+    CHECK(arena.stats().bytes_cached == large);
+    // Every slot of the last large page is free again. Caching it is best effort: with its first
+    // host allocation (the span's) failing, the free succeeds and the page stays lent, whole.
+    fail_in = 1;
+    arena.deallocate(borrower, 6 * MiB);
+    fail_in = 0;
+    ArenaStats const s = arena.stats();
+    CHECK(s.allocations.current == 0);
+    CHECK(s.bytes_lent == large);
+    CHECK(s.bytes_cached == large);
+    CHECK(s.bytes_lent + s.bytes_cached == s.bytes_physical.current);
+    CHECK(arena.trim() == 2 * large);  // gathered from the lent slots, given back
+    CHECK(h.backend.live_counts().bytes_physical == 0);
+  }
+  SECTION("a free of a large request whose lent tail is all free") {
+    HostArena h(true);
+    Arena& arena = h.arena;
+    void* owner = arena.allocate(large + 4 * MiB);
+    CHECK(fail_each_host_allocation(arena, [&] { arena.deallocate(owner, large + 4 * MiB); }) > 0);
+    CHECK(arena.stats().bytes_lent == 0);
+    CHECK(arena.stats().bytes_cached == 2 * large);
+    void* whole = arena.allocate(2 * large);  // both large pages, cached as one span where they are
+    CHECK(whole == owner);
+    arena.deallocate(whole, 2 * large);
+  }
 }
 
 TEST_CASE("after cuvmm-plan's H200 full trace the largest allocation that succeeds is bounded below by what is lent",
