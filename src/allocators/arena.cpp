@@ -239,7 +239,7 @@ struct Arena::State {
   class LentChange;
 
   // The policy; all run under `lock` -------------------------------------------------------------
-  Run obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow = false);
+  Run obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow = false, std::size_t released = 0);
   std::optional<Run> take_cached(StreamCache& c, std::size_t slots, StreamCache& requester, bool may_borrow = false);
   void give_back_lent(StreamCache& c, std::size_t first, std::size_t slots);
   bool lend_cached_large_page(StreamCache& c);
@@ -258,7 +258,7 @@ struct Arena::State {
   std::optional<PagePool::Span> take_slots(std::size_t slots);
   void unmap_own_cache(StreamCache& s, const PagePool::Span& span);
   void reclaim_everything();
-  Address allocate_block(std::size_t size_class, std::size_t bytes, StreamCache& s);
+  Address allocate_block(std::size_t size_class, std::size_t bytes, StreamCache& s, std::size_t released = 0);
   void deallocate_block(Address address, std::size_t bytes, Stream stream);
   void free_checked(Address address, std::size_t bytes, Stream stream);
 
@@ -271,7 +271,7 @@ struct Arena::State {
   void release_parked(StreamFront& f, std::size_t key);
   bool drain(StreamFront& f);
   bool drain_fronts();
-  bool drain_own_front(const StreamCache& s);
+  std::size_t release_own_parked(const StreamCache& s, std::size_t bytes);
   bool release_parked_elsewhere(std::size_t key, const StreamCache& s);
   void retire_front(Stream stream);
 
@@ -496,14 +496,16 @@ Arena::State::~State() {
 /// see "Churn" above) and creating one more; reusing mapped memory costs none, so the first two
 /// attempts map nothing and the third maps only the pages a cached run lacks. A failure after the span was
 /// taken gives back every page it created.
-Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow) {
+Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow,
+                                             std::size_t released) {
   if (auto const run = take_cached(s, slots, s, may_borrow)) return *run;       // 1. own cache (and lent slots), as it lies
   if (auto const run = take_from_other_stream(s, slots)) return *run;       // 2. another stream's cache, after an event wait
   if (auto const run = extend_cached_run(s, slots)) return *run;            // 3. own cached run, grown in place (steps 5-10 for what it lacks)
-  if (drain_own_front(s)) return obtain_pages(slots, s, may_borrow);        // 3b. what the stream's front parks, then 1-3 again
-  if (slots <= front_pages ? release_parked_elsewhere(slabs.class_count() + slots - 1, s)
-                           : drain_fronts()) {
-    return obtain_pages(slots, s, may_borrow);                              // 3c. what other streams' fronts park, then 1-3 again
+  if (std::size_t const more = release_own_parked(s, std::max(slots * pool.page_bytes(), released))) {
+    return obtain_pages(slots, s, may_borrow, released + more);             // 3b. what the stream's front parks, then 1-3 again
+  }
+  if (slots <= front_pages && release_parked_elsewhere(slabs.class_count() + slots - 1, s)) {
+    return obtain_pages(slots, s, may_borrow);                              // 3c. one run another stream's front parks, then 1-3 again
   }
   try {
     auto span = take_slots(slots);                                          // 4. addresses (none free: reclaim, then OutOfMemory)
@@ -847,7 +849,7 @@ void Arena::State::reclaim_everything() {
 
 // Small requests: the block ladder -----------------------------------------------------------------
 
-Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCache& s) {
+Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCache& s, std::size_t released) {
   auto const reuse = [&](Address a) {
     std::size_t const slot = pool.slot_of(a);
     slabs.hand_out(slot, a - pool.slot_address(slot), bytes);
@@ -867,7 +869,9 @@ Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCac
     caches.move_blocks(*other, s, c);
     return reuse(*caches.take_block(s, c));
   }
-  if (drain_own_front(s)) return allocate_block(c, bytes, s);                          // 3b. what the stream's front parks, then 1-3 again
+  if (std::size_t const more = release_own_parked(s, std::max(pool.page_bytes(), released))) {
+    return allocate_block(c, bytes, s, released + more);                               // 3b. what the stream's front parks, then 1-3 again
+  }
   if (release_parked_elsewhere(c, s)) return allocate_block(c, bytes, s);              // 3c. one block another stream's front parks, then 1-3 again
   if (s.fresh_slabs[c].size() == s.fresh_slabs[c].capacity()) s.fresh_slabs[c].reserve(2 * s.fresh_slabs[c].size() + 1);
   std::size_t const slot = obtain_pages(1, s).first;                                    // 4. a new slab of one page
@@ -1036,10 +1040,8 @@ bool Arena::State::drain(StreamFront& f) {
   return any;
 }
 
-/// Drains every front; whether any parked anything. Before a request maps pages anew (obtain_pages
-/// and allocate_block, step 3b) and before a reclaim, so that parked memory is never what makes a
-/// request create pages, move pages or fail.
-/// Visits only the listed fronts (those that parked something since they were last drained), so
+/// Drains every front; whether any parked anything. Before a reclaim (step 9, addresses running
+/// out), so that parked memory is never what makes a request move pages or fail. Visits only the listed fronts (those that parked something since they were last drained), so
 /// its cost does not grow with the streams an Arena has met.
 bool Arena::State::drain_fronts() {
   bool any = false;
@@ -1047,18 +1049,31 @@ bool Arena::State::drain_fronts() {
   return any;
 }
 
-/// Drains the front of `s`'s stream; whether it parked anything. Step 3b of a request: what its
-/// own stream parks serves it before anything else is tried.
-bool Arena::State::drain_own_front(const StreamCache& s) {
+/// Frees what the front of `s`'s stream parks into its cache, its largest allocations first, until
+/// at least `bytes` are freed or nothing is left; the bytes freed. Step 3b of a request about to
+/// create pages: what its own stream parks serves it first. Not all of it at once: the small
+/// blocks a front parks are what its stream's next requests take without the arena's lock, and
+/// emptying the front at every such miss made the misses that followed take the lock too. Each
+/// retry of the ladder frees at least as much again as all before it, so a request that nothing
+/// parked can serve frees the whole front in a few retries before it creates a page.
+std::size_t Arena::State::release_own_parked(const StreamCache& s, std::size_t bytes) {
   StreamFront* const f = fronts.registered(s.stream);
-  return f != nullptr && f->listed && drain(*f);
+  if (f == nullptr || !f->listed) return 0;
+  std::lock_guard const f_held(f->lock);
+  std::size_t freed = 0;
+  for (std::size_t k = f->parked.size(); k > 0 && freed < bytes; --k) {
+    while (!f->parked[k - 1].empty() && freed < bytes) {
+      release_parked(*f, k - 1);
+      freed += key_bytes(k - 1);
+    }
+  }
+  return freed;
 }
 
 /// Frees one allocation that another stream's front parks under `key` into that stream's cache,
 /// where step 2 or 3 of the request on `s` takes it after an event wait; whether there was one.
 /// Step 3c: a miss takes what it needs from the other fronts, not all they park, so that one
-/// thread's miss does not empty the fronts of the threads beside it (a request without a key
-/// drains them all, as before a reclaim). Looks at no more than fronts_searched fronts, the last
+/// thread's miss does not empty the fronts of the threads beside it. Looks at no more than fronts_searched fronts, the last
 /// listed, so that a miss costs the same with 40k streams known.
 bool Arena::State::release_parked_elsewhere(std::size_t key, const StreamCache& s) {
   std::size_t const searched = std::min(listed_fronts.size(), fronts_searched);

@@ -1038,6 +1038,7 @@ TEST_CASE("a whole-page request that only another stream's lent slots can back t
   options.share_large_page_tails = true;
   options.byte_limit = 2 * large;  // the owner's two large pages, nothing more
   options.max_lent_bytes = large;
+  options.max_lent_tail_bytes = 0;  // the owner's whole tail is lent
   Arena arena(memory->backend(), options);
   std::size_t const page = arena.page_bytes();
   if (arena.large_page_bytes() == 0) SKIP("no large pages");

@@ -343,15 +343,16 @@ TEST_CASE("arena_stats_fields lists every ArenaStats member once, with its value
   s.unmaps = 19;
   s.access_calls = 20;
   s.cross_stream_reuses = 21;
-  s.reclaims = 22;
-  s.pages_moved = 23;
-  s.bytes_stale = 24;
-  s.streams = 25;
-  s.bytes_live = 26;
-  s.bytes_pinned = 27;
-  s.bytes_lent = 28;
-  s.bytes_cached = 29;
-  s.bytes_pooled = 30;
+  s.front_allocations = 22;
+  s.reclaims = 23;
+  s.pages_moved = 24;
+  s.bytes_stale = 25;
+  s.streams = 26;
+  s.bytes_live = 27;
+  s.bytes_pinned = 28;
+  s.bytes_lent = 29;
+  s.bytes_cached = 30;
+  s.bytes_pooled = 31;
   s.fragmentation = 0.5;
   auto const fields = arena_stats_fields(s);
   // A member added to ArenaStats must be added to arena_stats_fields (report.cpp) and here.

@@ -137,12 +137,13 @@ TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][op
 TEST_CASE("an Arena made from parsed options has them", "[arena][options_text]") {
   HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
   Arena arena(backend,
-              parse_arena_options("large_page_bytes:64MiB,address_space_bytes:4GiB,byte_limit:256MiB,max_lent_bytes:48MiB"));
+              parse_arena_options("large_page_bytes:64MiB,address_space_bytes:4GiB,byte_limit:256MiB,max_lent_bytes:48MiB,"
+                                          "max_lent_tail_bytes:48MiB"));
   CHECK(arena.large_page_bytes() == 64 * MiB);
   CHECK(arena.address_space_bytes() == 4 * GiB);
   CHECK(arena.page_bytes() == 2 * MiB);
   // An 80 MiB request takes two whole 64 MiB large pages (shared tails, the default), lending the
-  // 48 MiB behind it (max_lent_bytes allows exactly that); with the default 32 MiB large pages it
+  // 48 MiB behind it (max_lent_bytes and max_lent_tail_bytes allow exactly that); with the default 32 MiB large pages it
   // would hold three.
   void* p = arena.allocate(80 * MiB);
   CHECK(arena.stats().bytes_physical.current == 128 * MiB);

@@ -79,10 +79,13 @@ ArenaReplay replay_on_host(const std::vector<plan::TraceOp>& ops) {
   return test::replay(arena, ops);
 }
 
+/// With `share_tails`, every tail is lent whole (max_lent_tail_bytes 0); `tail_bound` bounds them.
 ArenaReplay replay_on_h200_bookkeeping(const std::vector<plan::TraceOp>& ops, std::size_t large_page_bytes = 32 * MiB,
-                                       bool share_tails = false) {
+                                       bool share_tails = false, std::size_t tail_bound = 0) {
   test::BookkeepingBackend backend(h200_bytes);
-  Arena arena(backend, {.large_page_bytes = large_page_bytes, .share_large_page_tails = share_tails});
+  Arena arena(backend, {.large_page_bytes = large_page_bytes,
+                        .share_large_page_tails = share_tails,
+                        .max_lent_tail_bytes = tail_bound});
   return test::replay(arena, ops);
 }
 
@@ -138,7 +141,7 @@ TEST_CASE("profile: the GPU traces by ArenaOptions::max_lent_bytes (prints the n
     for (bool const full : {false, true}) {
       test::BookkeepingBackend backend(h200_bytes);
       auto const max_lent = std::max<std::size_t>(1, static_cast<std::size_t>(share * static_cast<double>(h200_bytes)));
-      Arena arena(backend, {.max_lent_bytes = max_lent});
+      Arena arena(backend, {.max_lent_bytes = max_lent, .max_lent_tail_bytes = 0});
       ArenaReplay const r = test::replay(arena, full ? test::gpu_full_trace() : test::gpu_quick_trace(), 2000, {}, h200_bytes);
       print(full ? "gpu full" : "gpu quick", r);
       std::printf("           largest allocation after: %.4f of the device's memory less the live bytes; at the end "
@@ -225,9 +228,14 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
 
 namespace {
 
+/// An Arena over a 1 GiB host backend. With `share_tails`, every tail is lent whatever its length
+/// (max_lent_tail_bytes 0), so that the tests of lending see whole tails.
 struct HostArena {
   explicit HostArena(bool share_tails = false, std::size_t byte_limit = 0, std::size_t address_space = 4 * GiB)
-      : arena(backend, {.address_space_bytes = address_space, .share_large_page_tails = share_tails, .byte_limit = byte_limit}) {}
+      : arena(backend, {.address_space_bytes = address_space,
+                        .share_large_page_tails = share_tails,
+                        .max_lent_tail_bytes = 0,
+                        .byte_limit = byte_limit}) {}
   HostBackend backend{{.granularity = 2 * MiB, .physical_limit = 1 * GiB}};
   Arena arena;
 };
@@ -435,11 +443,13 @@ TEST_CASE("cuvmm-plan's host traces replay on the host backend within the measur
           "[arena][churn][trace]") {
   ArenaReplay const quick = replay_on_host(test::host_quick_trace());
   CHECK(quick.failed == 0);
-  CHECK(quick.mean_utilization >= 0.651);
+  // Runs of pages parked in the stream's front (stream_cache_run_bytes, 8 MiB by default) cost
+  // these traces a little: 0.651 and 0.637 with none parked.
+  CHECK(quick.mean_utilization >= 0.643);
   CHECK(quick.stats.pages_moved <= 121);
   ArenaReplay const full = replay_on_host(test::host_full_trace());
   CHECK(full.failed == 0);
-  CHECK(full.mean_utilization >= 0.637);
+  CHECK(full.mean_utilization >= 0.631);
   CHECK(full.stats.pages_moved <= 556);
 }
 
@@ -447,14 +457,14 @@ TEST_CASE("cuvmm-plan's H200 traces replay on a bookkeeping backend within the m
           "[arena][churn][trace]") {
   ArenaReplay const quick = replay_on_h200_bookkeeping(test::gpu_quick_trace());
   CHECK(quick.failed == 0);
-  CHECK(quick.mean_utilization >= 0.938);
+  CHECK(quick.mean_utilization >= 0.9378);  // 0.938 with no runs parked (as above)
   CHECK(quick.stats.pages_moved <= 2880);
   CHECK(quick.stats.maps + quick.stats.unmaps <= 3987 + 1627);
   ArenaReplay const full = replay_on_h200_bookkeeping(test::gpu_full_trace());
   CHECK(full.failed == 0);
   CHECK(full.mean_utilization >= 0.977);
   CHECK(full.stats.pages_moved <= 13876);
-  CHECK(full.stats.maps + full.stats.unmaps <= 18282 + 8057);
+  CHECK(full.stats.maps + full.stats.unmaps <= 26480);  // 18282 + 8057 with no runs parked
 }
 
 // --- shared tails (ArenaOptions::share_large_page_tails) ------------------------------------------------
@@ -582,6 +592,21 @@ TEST_CASE("with shared tails cuvmm-plan's H200 traces move far fewer pages, with
   CHECK(full.stats.maps + full.stats.unmaps <= 6573 + 36);
 }
 
+TEST_CASE("with tails of at most half a large page lent (the default) cuvmm-plan's H200 traces stay within the "
+          "measured bounds, about twice the driver calls of whole tails",
+          "[arena][churn][trace][tails]") {
+  ArenaReplay const quick = replay_on_h200_bookkeeping(test::gpu_quick_trace(), 32 * MiB, true, 16 * MiB);
+  CHECK(quick.failed == 0);
+  CHECK(quick.mean_utilization >= 0.928);
+  CHECK(quick.stats.pages_moved <= 1410);
+  CHECK(quick.stats.maps + quick.stats.unmaps <= 2541);
+  ArenaReplay const full = replay_on_h200_bookkeeping(test::gpu_full_trace(), 32 * MiB, true, 16 * MiB);
+  CHECK(full.failed == 0);
+  CHECK(full.mean_utilization >= 0.962);
+  CHECK(full.stats.pages_moved <= 7103);
+  CHECK(full.stats.maps + full.stats.unmaps <= 12187);
+}
+
 // --- where the bytes are (ArenaStats' breakdown) and what lent memory may cost -------------------
 
 namespace {
@@ -633,7 +658,7 @@ TEST_CASE("a request of whole pages that nothing else can back takes another str
           "[arena][churn][tails][failure]") {
   HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
   // Room for two large pages, nothing more; lending up to 32 MiB allowed.
-  Arena arena(backend, {.address_space_bytes = 4 * GiB, .max_lent_bytes = 32 * MiB, .byte_limit = 64 * MiB});
+  Arena arena(backend, {.address_space_bytes = 4 * GiB, .max_lent_bytes = 32 * MiB, .max_lent_tail_bytes = 0, .byte_limit = 64 * MiB});
   auto* const a = reinterpret_cast<Stream>(std::uintptr_t{64});
   void* owner = arena.allocate(32 * MiB + 4 * MiB);  // both large pages; 28 MiB lent on the default stream
   ArenaStats const before = arena.stats();
@@ -661,7 +686,7 @@ TEST_CASE("max_lent_bytes bounds the memory lent: a large request that would len
           "its large ones, and no cached large page is lent",
           "[arena][churn][tails]") {
   HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
-  Arena arena(backend, {.address_space_bytes = 4 * GiB, .share_large_page_tails = true, .max_lent_bytes = 36 * MiB});
+  Arena arena(backend, {.address_space_bytes = 4 * GiB, .share_large_page_tails = true, .max_lent_bytes = 36 * MiB, .max_lent_tail_bytes = 0});
   void* first = arena.allocate(32 * MiB + 4 * MiB);  // lends 28 MiB: within the bound
   CHECK(arena.stats().bytes_lent == 28 * MiB);
   CHECK(arena.stats().bytes_physical.current == 64 * MiB);
@@ -718,7 +743,7 @@ TEST_CASE("the default max_lent_bytes is a twentieth of the device's memory, or 
   HostBackend backend({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
   {
     // byte_limit 640 MiB: at most 32 MiB lent. A 36 MiB request lends 28; a second would pass 32.
-    Arena arena(backend, {.address_space_bytes = 4 * GiB, .byte_limit = 640 * MiB});
+    Arena arena(backend, {.address_space_bytes = 4 * GiB, .max_lent_tail_bytes = 0, .byte_limit = 640 * MiB});
     void* p = arena.allocate(32 * MiB + 4 * MiB);
     void* q = arena.allocate(32 * MiB + 4 * MiB);
     CHECK(arena.stats().bytes_lent == 28 * MiB);
@@ -728,7 +753,7 @@ TEST_CASE("the default max_lent_bytes is a twentieth of the device's memory, or 
   }
   {
     // No byte_limit: the device's 1 GiB, so 51 MiB; two tails of 28 MiB pass it, one with 20 does not.
-    Arena arena(backend, {.address_space_bytes = 4 * GiB});
+    Arena arena(backend, {.address_space_bytes = 4 * GiB, .max_lent_tail_bytes = 0});
     void* p = arena.allocate(32 * MiB + 4 * MiB);
     void* q = arena.allocate(32 * MiB + 12 * MiB);
     CHECK(arena.stats().bytes_lent == 28 * MiB + 20 * MiB);
@@ -945,12 +970,13 @@ TEST_CASE("a call that runs out of host memory while it cuts a cached span, lend
 TEST_CASE("after cuvmm-plan's H200 full trace the largest allocation that succeeds is bounded below by what is lent",
           "[arena][trace][tails]") {
   // The first rule asks for 0.985 of the device's memory less the live bytes. Lent slots of live
-  // large pages are what falls short: with max_lent_bytes at 0.5% of the device the rule holds on
-  // this trace (measured 0.990); with the default bound (5%) the replay lends 2.7 GiB that the end
-  // cannot use (measured 0.972: a regression bound, not the rule).
+  // large pages are what falls short: with every tail lent whole (max_lent_tail_bytes 0) and the
+  // default total bound (5%) the replay lends 2.7 GiB that the end cannot use (measured 0.972: a
+  // regression bound, not the rule); with max_lent_bytes at 0.5% of the device the rule holds
+  // (measured 0.990).
   auto const largest_share = [](std::size_t max_lent) {
     test::BookkeepingBackend backend(h200_bytes);
-    Arena arena(backend, {.max_lent_bytes = max_lent});
+    Arena arena(backend, {.max_lent_bytes = max_lent, .max_lent_tail_bytes = 0});
     ArenaReplay const r = test::replay(arena, test::gpu_full_trace(), 2000, {}, h200_bytes);
     CHECK(r.failed == 0);
     CHECK(r.largest_after + r.stats.bytes_live + r.stats.bytes_pinned + r.stats.bytes_lent <= h200_bytes);
@@ -958,10 +984,12 @@ TEST_CASE("after cuvmm-plan's H200 full trace the largest allocation that succee
   };
   CHECK(largest_share(h200_bytes / 200) >= 0.985);
   CHECK(largest_share(0) >= 0.972);
-  // Each tail bounded to half a large page instead (max_lent_tail_bytes): the rule holds too
-  // (measured 0.9896), for fewer page moves than the total bound needs.
+  // Each tail bounded to half a large page instead (max_lent_tail_bytes, 16 MiB: the default): the
+  // rule holds too (measured 0.9896), for fewer page moves than the total bound needs.
   test::BookkeepingBackend backend(h200_bytes);
-  Arena arena(backend, {.max_lent_tail_bytes = 16 * MiB});
+  Arena arena(backend, ArenaOptions{});
+  REQUIRE(arena.stats().bytes_physical.current == 0);
+  CHECK(ArenaOptions{}.max_lent_tail_bytes == 16 * MiB);
   ArenaReplay const r = test::replay(arena, test::gpu_full_trace(), 2000, {}, h200_bytes);
   CHECK(r.failed == 0);
   CHECK(static_cast<double>(r.largest_after) / static_cast<double>(h200_bytes - r.live_at_end) >= 0.985);
