@@ -6,10 +6,10 @@
 //   threads/... T threads (Arg), each on its own stream, allocating and freeing mixed sizes (4 KiB
 //               to 4 MiB, log-uniform, 16 live per thread, the oldest freed first) on one allocator:
 //               the Arena, the Arena on the host backend (its bookkeeping and lock alone; runs
-//               without a GPU: --benchmark_filter=threads/arena_host; the _runs variants let each
-//               stream's front keep runs of pages too, ArenaOptions::stream_cache_run_bytes 8 MiB),
-//               cudaMallocAsync (its default
-//               pool). items_per_second counts alloc+free pairs of all threads together.
+//               without a GPU: --benchmark_filter=threads/arena_host; the _no_runs variants keep
+//               runs of pages out of the streams' fronts, ArenaOptions::stream_cache_run_bytes 0),
+//               cudaMallocAsync (its default pool). items_per_second counts alloc+free pairs of
+//               all threads together.
 //   trace/...   a random mixed-size trace (1 B to 1 GiB, tens of GiB live) replayed by cuvmm-plan's
 //               own replay (tools/cuvmm-plan/measure.hpp: replay_trace, make_arena_allocator, and
 //               device_runtime.hpp's cudaMallocAsync baseline), so the benchmark and the tool
@@ -180,9 +180,9 @@ void churn(const std::vector<std::size_t>& sizes, Allocate&& allocate, Release&&
   }
 }
 
-/// `run_bytes`: ArenaOptions::stream_cache_run_bytes (threads/arena_runs: 8 MiB, above the sizes).
-void threads_arena(benchmark::State& state, std::size_t run_bytes) {
-  cuvmm::Arena arena(cuvmm::ArenaOptions{.stream_cache_run_bytes = run_bytes});
+/// `options`: the Arena's defaults, or with no runs of pages parked (threads/arena_no_runs).
+void threads_arena(benchmark::State& state, const cuvmm::ArenaOptions& options) {
+  cuvmm::Arena arena(options);
   std::vector<std::unique_ptr<Stream>> streams;
   for (int t = 0; t < state.range(0); ++t) streams.push_back(std::make_unique<Stream>());
   run_threads(state, [&](int t, const std::vector<std::size_t>& sizes) {
@@ -194,9 +194,9 @@ void threads_arena(benchmark::State& state, std::size_t run_bytes) {
   for (auto& s : streams) arena.release_stream(s->stream);
 }
 
-void threads_arena_host(benchmark::State& state, std::size_t run_bytes) {
+void threads_arena_host(benchmark::State& state, const cuvmm::ArenaOptions& options) {
   cuvmm::HostBackend backend({.granularity = 2 * MiB, .physical_limit = 4 * GiB});
-  cuvmm::Arena arena(backend, cuvmm::ArenaOptions{.stream_cache_run_bytes = run_bytes});
+  cuvmm::Arena arena(backend, options);
   run_threads(state, [&](int t, const std::vector<std::size_t>& sizes) {
     auto* const s = reinterpret_cast<cuvmm::Stream>(static_cast<std::uintptr_t>(t + 1) * 64);  // a handle per thread
     churn(sizes, [&](std::size_t bytes) { return arena.allocate(bytes, s); },
@@ -204,10 +204,10 @@ void threads_arena_host(benchmark::State& state, std::size_t run_bytes) {
   });
 }
 
-void BM_ThreadsArena(benchmark::State& state) { threads_arena(state, 0); }
-void BM_ThreadsArenaRuns(benchmark::State& state) { threads_arena(state, 8 * MiB); }
-void BM_ThreadsArenaHost(benchmark::State& state) { threads_arena_host(state, 0); }
-void BM_ThreadsArenaHostRuns(benchmark::State& state) { threads_arena_host(state, 8 * MiB); }
+void BM_ThreadsArena(benchmark::State& state) { threads_arena(state, {}); }
+void BM_ThreadsArenaNoRuns(benchmark::State& state) { threads_arena(state, {.stream_cache_run_bytes = 0}); }
+void BM_ThreadsArenaHost(benchmark::State& state) { threads_arena_host(state, {}); }
+void BM_ThreadsArenaHostNoRuns(benchmark::State& state) { threads_arena_host(state, {.stream_cache_run_bytes = 0}); }
 
 void BM_ThreadsMallocAsync(benchmark::State& state) {
   std::vector<std::unique_ptr<Stream>> streams;
@@ -381,8 +381,8 @@ BENCHMARK(BM_PairMallocAsync)->Name("pair/cudaMallocAsync")->Arg(64 << 10)->Arg(
 BENCHMARK(BM_PairMalloc)->Name("pair/cudaMalloc")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(3);
 BENCHMARK(BM_ThreadsArena)->Name("threads/arena")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ThreadsArenaHost)->Name("threads/arena_host")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ThreadsArenaRuns)->Name("threads/arena_runs")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ThreadsArenaHostRuns)->Name("threads/arena_host_runs")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThreadsArenaNoRuns)->Name("threads/arena_no_runs")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThreadsArenaHostNoRuns)->Name("threads/arena_host_no_runs")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ThreadsMallocAsync)->Name("threads/cudaMallocAsync")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArena)->Name("trace/arena")->ArgName("page_MiB")->Arg(2)->Arg(8)->Arg(32)->Arg(64)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaSmallTails)->Name("trace/arena_small_tails")->Iterations(1)->Unit(benchmark::kMillisecond);

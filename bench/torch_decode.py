@@ -284,7 +284,15 @@ def profile(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype, t
         return {"name": e.key, "count": e.count, "self_cpu_us": e.self_cpu_time_total,
                 "cpu_us": e.cpu_time_total, "self_device_us": device_us(e)}
 
-    regions = {e.key: row(e) for e in events if e.key in ("cache_update", "attention")}
+    # A region appears twice among the averages, once as the host range and once as its device
+    # time: one row per region, with the host's times and the device's.
+    regions = {}
+    for e in events:
+        if e.key in ("cache_update", "attention"):
+            r = row(e)
+            if e.key in regions:
+                r = {k: (v if k in ("name", "count") else max(v, regions[e.key][k])) for k, v in r.items()}
+            regions[e.key] = r
     return {
         "steps": args.profile,
         "regions": regions,
