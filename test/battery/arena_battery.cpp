@@ -422,7 +422,10 @@ TEST_CASE("by default a request of a large page or more takes whole large pages 
   std::size_t const page = arena.page_bytes();
   std::size_t const large = arena.large_page_bytes();
   REQUIRE(large >= 4 * page);
-  std::size_t const bytes = large + page - 100;  // two whole large pages; the second lends large - page
+  // Two whole large pages; the second lends its last half less a page (tails up to
+  // max_lent_tail_bytes, half a large page by default, are lent).
+  std::size_t const bytes = large + large / 2 + page - 100;
+  REQUIRE(large / 2 - page <= ArenaOptions{}.max_lent_tail_bytes);
 
   void* owner = arena.allocate(bytes, stream);
   CHECK(reinterpret_cast<std::uintptr_t>(owner) % large == 0);
@@ -434,7 +437,7 @@ TEST_CASE("by default a request of a large page or more takes whole large pages 
 
   std::size_t const borrowed_bytes = 2 * page;
   void* borrower = arena.allocate(borrowed_bytes, stream);  // in the lent tail, nothing mapped
-  CHECK(borrower == static_cast<std::byte*>(owner) + large + page);
+  CHECK(borrower == static_cast<std::byte*>(owner) + large + large / 2 + page);
   ArenaStats s = arena.stats();
   CHECK(s.maps == made.maps);
   CHECK(s.chunks_created == made.chunks_created);
