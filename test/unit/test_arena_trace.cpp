@@ -28,6 +28,7 @@
 #include <cuvmm/host_backend.hpp>
 
 #include "arena_replay.hpp"
+#include "trace_csv.hpp"
 
 // Host memory that runs out on demand: while fail_in > 0, the fail_in-th operator new from now
 // throws std::bad_alloc (one program-wide replacement; off unless a test sets it).
@@ -170,23 +171,11 @@ TEST_CASE("profile: the GPU traces by large page size (prints the numbers)", "[.
 
 namespace {
 
-/// A trace in cuvmm's CSV (op,id,bytes), as cuvmm-plan writes it and bench/torch_allocators.py's
-/// `traces` command does; each request rounded up to `round` bytes (cuvmm_torch asks the Arena
-/// for multiples of 512 B).
-std::vector<plan::TraceOp> read_trace_csv(const char* path, std::size_t round) {
-  std::FILE* f = std::fopen(path, "r");
-  REQUIRE(f != nullptr);
-  std::vector<plan::TraceOp> ops;
-  char line[128];
-  REQUIRE(std::fgets(line, sizeof line, f) != nullptr);  // the header
-  char op = 0;
-  std::size_t id = 0;
-  std::size_t bytes = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    REQUIRE(std::sscanf(line, "%c,%zu,%zu", &op, &id, &bytes) == 3);
-    ops.push_back({.allocate = op == 'a', .id = id, .bytes = (bytes + round - 1) / round * round});
-  }
-  std::fclose(f);
+/// A trace file as cuvmm-plan reads it (its CSV, or RMM's log), each request rounded up to `round`
+/// bytes (cuvmm_torch asks the Arena for multiples of 512 B).
+std::vector<plan::TraceOp> read_rounded_trace(const std::string& path, std::size_t round) {
+  std::vector<plan::TraceOp> ops = plan::read_trace_file(path).ops;
+  for (auto& op : ops) op.bytes = (op.bytes + round - 1) / round * round;
   return ops;
 }
 
@@ -212,7 +201,7 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
     Arena arena(backend, options);
     std::vector<plan::TraceOp> const ops = path == "plan:quick"  ? test::gpu_quick_trace()
                                            : path == "plan:full" ? test::gpu_full_trace()
-                                                                 : read_trace_csv(path.c_str(), 512);
+                                                                 : read_rounded_trace(path, 512);
     ArenaReplay const r = test::replay(arena, ops, 2000, {}, h200_bytes);
     print(path.c_str(), r);
     std::printf("           largest allocation after: %.4f of the device's memory less the live bytes; at the end "
