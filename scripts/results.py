@@ -5,7 +5,8 @@ Each folder bench/results/<gpu>/ holds what `cuvmm-plan --profile full --out DIR
 GPU (plan.json, the CSVs, the plots) and, where measured, bench_compression's JSON (compression.json),
 bench_growth's (bench_growth.json: one benchmark per fresh process, merged by bench/merge_runs.py),
 bench_arena's (bench_arena.json: the cached pair and threads on their own streams, one run) and
-bench/torch_decode.py's (torch_decode.json).
+bench/torch_decode.py's (torch_decode.json), bench/torch_allocators.py's (torch_allocators.json: PyTorch's
+random traces under each allocator) and bench/torch_growth.py's (torch_growth.json: a growing tensor).
 From them this script writes:
   - bench/results/<gpu>/README.md, whole;
   - the part of docs/performance.md between `<!-- results:begin -->` and `<!-- results:end -->`;
@@ -76,6 +77,8 @@ class Folder:
         self.bench_growth = json.loads(bench_growth.read_text(encoding="utf-8")) if bench_growth.exists() else None
         self.bench_arena = optional_json(path / "bench_arena.json")
         self.torch_decode = optional_json(path / "torch_decode.json")
+        self.torch_allocators = optional_json(path / "torch_allocators.json")
+        self.torch_growth = optional_json(path / "torch_growth.json")
         self.device = self.plan["device"]["name"]
 
     def growth(self, strategy: str, target: int, append: int) -> dict | None:
@@ -145,7 +148,32 @@ class Folder:
             rows.append(["PyTorch on the trace: mean utilization", f"{plugin['mean_utilization']:.2f}",
                          f"PyTorch's caching allocator: {torch['mean_utilization']:.2f}",
                          f"{plugin['mean_utilization'] / torch['mean_utilization']:.2f}"])
+        rows += self.torch_random_headline()
         return rows
+
+    def torch_random_headline(self) -> list[list[str]]:
+        """PyTorch's random traces: cuvmm_torch against the allocator a PyTorch user has, over the seeds."""
+        if not self.torch_allocators:
+            return []
+        summary = [r for r in self.torch_allocators["summary"] if r["workload"].startswith("random:")]
+
+        def spread(mode: str, key: str, form: str) -> str:
+            values = [r[key] for r in summary if r["mode"] == mode]
+            low, high = form.format(min(values)), form.format(max(values))
+            return low if low == high else f"{low}-{high}"
+
+        def ratio(key: str, peer: str) -> str:
+            by = {(r["workload"], r["mode"]): r[key] for r in summary}
+            values = [by[(w, "cuvmm")] / by[(w, peer)] for w, m in by if m == "cuvmm" and (w, peer) in by]
+            low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+            return low if low == high else f"{low}-{high}"
+
+        what = "PyTorch, random traces of 20k tensors"
+        return [[f"{what}: largest tensor that fits after", spread("cuvmm", "largest_after_share", "{:.3f}"),
+                 f"expandable segments: {spread('expandable', 'largest_after_share', '{:.3f}')}",
+                 ratio("largest_after_share", "expandable")],
+                [f"{what}: time", spread("cuvmm", "seconds", "{:.2f}") + " s",
+                 f"PyTorch's caching allocator: {spread('default', 'seconds', '{:.2f}')} s", ratio("seconds", "default")]]
 
     def trace_text(self) -> str:
         """What the trace was, as cuvmm-plan describes it (without its "generated: " prefix)."""
@@ -375,6 +403,61 @@ def decode_text(f: Folder) -> str:
             "kind in a fresh process, the median of the timed runs:")
 
 
+TORCH_MODE_NAMES = {"default": "PyTorch's caching allocator", "expandable": "PyTorch, expandable segments",
+                    "cuvmm": "cuvmm_torch (the Arena)"}
+TORCH_RANDOM_HEADER = ["trace", "allocator", "seconds", "time / PyTorch's default", "peak live / peak reserved",
+                       "largest tensor after / free memory"]
+
+
+def torch_random_rows(f: Folder) -> list[list[str]]:
+    """bench/torch_allocators.py random: per trace and allocator, the medians of the repeats."""
+    if not f.torch_allocators:
+        return []
+    return [[f"`{r['workload']}`", TORCH_MODE_NAMES.get(r["mode"], r["mode"]), f"{r['seconds']:.3f}",
+             f"{r['time_vs_default']:.2f}", f"{r['utilization']:.3f}", f"{r['largest_after_share']:.3f}"]
+            for r in f.torch_allocators["summary"] if r["workload"].startswith("random:")]
+
+
+def torch_random_text(f: Folder) -> str:
+    repeats = max(r["repeats"] for r in f.torch_allocators["summary"])
+    return ("`python3 bench/torch_allocators.py random --repeats " + str(repeats) + "` (`torch_allocators.json`): "
+            "20000 tensors of 1 B to 1 GiB (log-uniform) allocated and freed through `torch.empty`/`del`, each "
+            "allocator in a fresh process; the time of the calls, and the largest tensor that still fits after "
+            "the trace as a share of the free memory at the start less the bytes still live:")
+
+
+TORCH_GROWTH_NAMES = {"preallocated": "preallocated at the final size", "growable": "`cuvmm_torch.GrowableTensor`",
+                      "cat": "`torch.cat` per append"}
+TORCH_GROWTH_HEADER = ["growth", "tensor", "median seconds", "time / preallocated", "peak memory / size"]
+
+
+def torch_growth_rows(f: Folder) -> list[list[str]]:
+    """bench/torch_growth.py: one tensor grown along its first dimension, per method."""
+    if not f.torch_growth:
+        return []
+    return [[r["case"].replace("_", " in ").replace("GiB", " GiB").replace("MiB", " MiB rows"),
+             TORCH_GROWTH_NAMES.get(r["method"], r["method"]), f"{r['median_seconds']:.4f}",
+             f"{r['time_over_preallocated']:.3f}", f"{r['peak_over_size']:.3f}"] for r in f.torch_growth["summary"]]
+
+
+def torch_growth_text(f: Folder) -> str:
+    return (f"`python3 bench/torch_growth.py --repeats {f.torch_growth['repeats']}` (`torch_growth.json`, torch "
+            f"{f.torch_growth['torch']}): rows appended one at a time, each run in a fresh process, the median:")
+
+
+def torch_lines(f: Folder, heading: str) -> list[str]:
+    out = []
+    rows = torch_random_rows(f)
+    if rows:
+        out += ["", f"{heading} PyTorch's allocators on random traces", "", torch_random_text(f), ""]
+        out += table(TORCH_RANDOM_HEADER, rows)
+    rows = torch_growth_rows(f)
+    if rows:
+        out += ["", f"{heading} A growing tensor in PyTorch", "", torch_growth_text(f), ""]
+        out += table(TORCH_GROWTH_HEADER, rows)
+    return out
+
+
 def arena_lines(f: Folder, heading: str) -> list[str]:
     rows = arena_threads_rows(f)
     if not rows:
@@ -410,6 +493,10 @@ def folder_readme(f: Folder) -> str:
         out.append("| `bench_arena.json` | `bench/bench_arena`: the cached pair, and threads on their own streams |")
     if f.torch_decode:
         out.append("| `torch_decode.json` | `bench/torch_decode.py`: a decode loop's key/value caches in PyTorch |")
+    if f.torch_allocators:
+        out.append("| `torch_allocators.json` | `bench/torch_allocators.py random`: PyTorch's allocators and cuvmm_torch |")
+    if f.torch_growth:
+        out.append("| `torch_growth.json` | `bench/torch_growth.py`: a tensor grown in place, by `torch.cat`, preallocated |")
     out += ["", "## Growth", "", "`GrowableBuffer` against the same appends into preallocated memory and "
             "cudaMalloc copy-and-grow 2x:", ""]
     out += table(GROWTH_HEADER, growth_rows(f))
@@ -442,6 +529,7 @@ def folder_readme(f: Folder) -> str:
         out += ["", "## Growth, one benchmark per process", "", BENCH_GROWTH_TEXT, ""]
         out += table(BENCH_GROWTH_HEADER, rows)
     out += arena_lines(f, "##")
+    out += torch_lines(f, "##")
     rows = decode_rows(f)
     if rows:
         out += ["", "## Growing key/value caches in PyTorch", "", decode_text(f), ""]
@@ -478,6 +566,7 @@ def performance_section(folders: list[Folder]) -> list[str]:
             out += ["", BENCH_GROWTH_TEXT, ""]
             out += table(BENCH_GROWTH_HEADER, rows)
         out += arena_lines(f, "####")
+        out += torch_lines(f, "####")
         rows = decode_rows(f)
         if rows:
             out += ["", decode_text(f), ""]
