@@ -14,14 +14,14 @@
 //    block in the books below, held by its front (`held`), so nothing else takes it; the front
 //    keeps at most stream_front_bytes. What is parked goes back, freed into the stream caches on
 //    the front's stream as if freed then, when a request would otherwise map pages anew: its own
-//    stream's front is drained (step 3b), then one allocation of its key is taken from the other
-//    streams' fronts (3c; a request without a key drains them all), so that one thread's miss
-//    leaves the fronts of the threads beside it as they are; every front is drained before a
-//    reclaim (step 9, addresses running out), by trim(), and for one stream by
-//    release_stream(). So parked memory never makes a request move pages or fail; it can make a
-//    request create pages, by at most what the other fronts park (stream_front_bytes each).
-//    A miss, and a free of a block that a front did not hand
-//    out, take the lock: such a free parks the block in its stream's front. Who may reuse what is
+//    stream's front gives back its largest parked allocations, as many as the request needs (step
+//    3b), then one allocation of its key, if it has one, is taken from the other streams' fronts
+//    (3c), so that one thread's miss leaves the fronts of the threads beside it as they are;
+//    every front is drained before a reclaim (step 9, addresses running out), by trim(), and for
+//    one stream by release_stream(). So parked memory never makes a request move pages or fail;
+//    it can make a request create pages, by at most what the other fronts park
+//    (stream_front_bytes each). A miss, and a free of a block that a front did not hand out,
+//    take the lock: such a free parks the block in its stream's front. Who may reuse what is
 //    unchanged: a front serves only the stream the blocks were freed on; drained, they follow
 //    the stream caches' rules.
 // This file keeps the lock, the statistics and the policy: the reclaim ladder (obtain_pages, one
@@ -579,8 +579,8 @@ std::optional<Arena::State::Run> Arena::State::take_cached(StreamCache& c, std::
   return run;
 }
 
-/// Makes [first, first + slots) a run for `requester` out of the run [first, first + mapped) that
-/// `taken` holds, just taken out of a stream's cache: its first `kept` slots stay mapped where they
+/// Makes [first, first + slots) a run for `requester` out of the run that `taken` holds (from
+/// `first`), just taken out of a stream's cache: its first `kept` slots stay mapped where they
 /// are, the slots behind them are unmapped into the pool once that stream's queued work is done
 /// (unmapping does not wait for it), and the request's remaining slots are mapped from there (steps
 /// 5-10). Should anything fail, `taken` puts what is still mapped back into that cache.
@@ -1041,8 +1041,9 @@ bool Arena::State::drain(StreamFront& f) {
 }
 
 /// Drains every front; whether any parked anything. Before a reclaim (step 9, addresses running
-/// out), so that parked memory is never what makes a request move pages or fail. Visits only the listed fronts (those that parked something since they were last drained), so
-/// its cost does not grow with the streams an Arena has met.
+/// out), so that parked memory is never what makes a request move pages or fail. Visits only the
+/// listed fronts (those that parked something since they were last drained), so its cost does not
+/// grow with the streams an Arena has met.
 bool Arena::State::drain_fronts() {
   bool any = false;
   while (!listed_fronts.empty()) any = drain(*listed_fronts.back()) || any;  // (each drain takes its front off the list)
@@ -1073,8 +1074,8 @@ std::size_t Arena::State::release_own_parked(const StreamCache& s, std::size_t b
 /// Frees one allocation that another stream's front parks under `key` into that stream's cache,
 /// where step 2 or 3 of the request on `s` takes it after an event wait; whether there was one.
 /// Step 3c: a miss takes what it needs from the other fronts, not all they park, so that one
-/// thread's miss does not empty the fronts of the threads beside it. Looks at no more than fronts_searched fronts, the last
-/// listed, so that a miss costs the same with 40k streams known.
+/// thread's miss does not empty the fronts of the threads beside it. Looks at no more than
+/// fronts_searched fronts, the last listed, so that a miss costs the same with 40k streams known.
 bool Arena::State::release_parked_elsewhere(std::size_t key, const StreamCache& s) {
   std::size_t const searched = std::min(listed_fronts.size(), fronts_searched);
   for (std::size_t i = listed_fronts.size() - searched; i < listed_fronts.size(); ++i) {
