@@ -995,7 +995,9 @@ void Arena::State::park(StreamFront& f, Address address, std::size_t key) {
   }
   auto& bin = f.parked[key];
   if (bin.size() == bin.capacity()) bin.reserve(2 * bin.size() + 1);
-  if (!f.listed) listed_fronts.reserve(listed_fronts.size() + 1);
+  if (!f.listed && listed_fronts.size() == listed_fronts.capacity()) {
+    listed_fronts.reserve(2 * listed_fronts.size() + 1);  // geometric: an exact reserve copies the list at every front listed
+  }
   held.insert_or_assign(address, &f);
   bin.push_back(address);  // capacity reserved
   f.parked_bytes += bytes;
