@@ -136,6 +136,16 @@ struct ArenaOptions {
   /// down to whole pages, and below a large page. The default, 8 MiB, keeps the requests of up to
   /// four 2 MiB pages off the lock. 0: runs of pages are never parked.
   std::size_t stream_cache_run_bytes = 8 << 20;
+  /// Most memory the arena may hold idle (mapped or pooled, beyond the bytes live), in percent of
+  /// the bytes live, and still create pages for a request that nothing cached serves as it lies.
+  /// Past it, such a request moves pages of its stream's cache to new addresses instead. A page
+  /// created costs about what a page moved does (a map and an access grant), but the cached runs
+  /// left in place serve later requests with no driver call at all, so a larger share is faster
+  /// and lowers the utilization (peak live / peak held): docs/DESIGN.md ("Arena: what it may
+  /// lose, and the frontier it trades along") shows the trade. Idle memory is given back whatever
+  /// the share when the device runs short: a request fails only once every idle page is gone.
+  /// 0: pages move whenever the stream's cache has any (the most memory-frugal).
+  std::size_t max_idle_percent = 5;
 };
 
 /// The name of the environment variable that cuvmm's PyTorch plug-ins read their arenas' options
@@ -147,6 +157,7 @@ inline constexpr const char* arena_conf_variable = "CUVMM_ARENA_CONF";
 ///  - sizes (address_space_bytes, page_bytes, large_page_bytes, max_lent_bytes,
 ///    max_lent_tail_bytes, byte_limit, stream_cache_run_bytes): a whole number of
 ///    bytes, or one followed by KiB, MiB, GiB or TiB;
+///  - max_idle_percent: a whole number;
 ///  - share_large_page_tails: true, false, 1 or 0;
 ///  - compression: none, preferred or required.
 /// Spaces around keys and values, and empty pairs (",,", a trailing comma), are ignored: an empty

@@ -60,6 +60,7 @@ inline pybind11::dict arena_options_dict(const cuvmm::ArenaOptions& o) {
   d["byte_limit"] = o.byte_limit;
   d["compression"] = std::string(cuvmm::to_string(o.compression));
   d["stream_cache_run_bytes"] = o.stream_cache_run_bytes;
+  d["max_idle_percent"] = o.max_idle_percent;
   return d;
 }
 

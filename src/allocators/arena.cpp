@@ -42,8 +42,10 @@
 // A request of n slots is a small layout (n < L: all small pages) or a large layout (n >= L: n / L
 // large pages at an L-aligned address, small pages behind). Fragmentation is bounded by
 // construction: pages are created only when no pooled or cached page on the requesting stream can
-// serve, so pages held exceed pages in use only by cached memory of other streams (given back by
-// trim() or when the device is full), partly used slabs (bytes_pinned: at most one page per live
+// serve, or while the memory held stays within ArenaOptions::max_idle_percent above the bytes live
+// (step 5b: a page created costs what a page moved does, and the cached runs it spares serve later
+// requests where they lie), so pages held exceed pages in use only by that share, by cached memory
+// of other streams (given back by trim() or when the device is full), partly used slabs (bytes_pinned: at most one page per live
 // small block, far less in practice; empty ones are given back as cached memory), less than one
 // small page per allocation, lent slots (at most ArenaOptions::max_lent_bytes plus one large page;
 // any stream's lent slots serve a whole-page request before it fails, step 11), and pooled pages
@@ -70,8 +72,11 @@
 // Churn: moving a page between addresses costs a map and an access grant at the new one, ~30 µs
 // per page on the H200, almost all of it the grant (`bench_driver_calls
 // --benchmark_filter=driver_calls/`: per-call medians; the unmap, another ~16-18 µs, is deferred:
-// below). A replayed trace spends most of its driver time on moves, so the ladder moves as few
-// pages as it can, and the stats count them (pages_moved). The unmap at the old addresses is
+// below). A replayed trace spends most of its driver time on moves. A page created costs about
+// what a page moved does (a create instead of the deferred unmap), so a move saves memory, not
+// time: while the memory idle stays within max_idle_percent of the bytes live the ladder creates
+// (step 5b), which leaves cached runs where later requests reuse them as they lie; past that it
+// moves as few pages as it can. The stats count them (pages_moved). The unmap at the old addresses is
 // deferred: cache memory given up for a move is retired (PagePool::retire), still mapped, and
 // unmapped only when its addresses are needed, its page is released, or by trim() (stats:
 // bytes_stale). remap_behind alone unmaps at once, as it maps other pages at the same slots. A
@@ -257,6 +262,7 @@ struct Arena::State {
   std::size_t back_and_map(PagePool::Span& span, StreamCache& s);
   std::optional<PagePool::Span> take_slots(std::size_t slots);
   void unmap_own_cache(StreamCache& s, const PagePool::Span& span);
+  [[nodiscard]] bool may_create(const PagePool::Span& span) const noexcept;
   void reclaim_everything();
   Address allocate_block(std::size_t size_class, std::size_t bytes, StreamCache& s, std::size_t released = 0);
   void deallocate_block(Address address, std::size_t bytes, Stream stream);
@@ -493,7 +499,7 @@ Arena::State::~State() {
 
 /// Where the `slots` pages of a request on stream `s` come from, cheapest first. Returns a mapped
 /// run that now belongs to the caller. Moving a page costs a map and a grant (~30 µs on the H200,
-/// see "Churn" above) and creating one more; reusing mapped memory costs none, so the first two
+/// see "Churn" above) and creating one about as much; reusing mapped memory costs none, so the first two
 /// attempts map nothing and the third maps only the pages a cached run lacks. A failure after the span was
 /// taken gives back every page it created.
 Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow,
@@ -534,9 +540,21 @@ std::optional<Arena::State::Run> Arena::State::take_lent_anywhere(StreamCache& s
 /// only by requests of large pages and by a small request about to borrow a cached large page.
 bool Arena::State::may_lend(std::size_t slots) const noexcept { return caches.lent_slots() + slots <= max_lent_slots; }
 
-/// Gathers the pages `span` lacks, cheapest first, and maps them.
+/// Whether `span` may create the pages it lacks before its stream's cached pages are moved to it
+/// (step 5b, ArenaOptions::max_idle_percent): whether the memory held with them stays within that
+/// share above the bytes live, the request's own counted.
+bool Arena::State::may_create(const PagePool::Span& span) const noexcept {
+  std::size_t const held = pool.physical_bytes() + span.missing_bytes();
+  std::size_t const live = requested.current.load(std::memory_order_relaxed) + span.slots() * pool.page_bytes();
+  if (held <= live) return true;
+  return static_cast<double>(held - live) * 100.0 <= static_cast<double>(live) * static_cast<double>(options.max_idle_percent);
+}
+
+/// Gathers the pages `span` lacks and maps them: pooled pages, new ones while the memory idle allows
+/// (5b), the stream's own cached pages, new ones, then everything cached.
 std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s) {
   span.take_pooled();                                                                // 5. pooled pages
+  if (!span.complete() && may_create(span)) (span.release_idle_other_size(), span.create());  // 5b. new pages, while the memory idle stays within its share
   if (!span.complete() && s.holds_pages()) (unmap_own_cache(s, span), span.take_pooled());  // 6. own cache, unmapped after a host wait
   if (!span.complete()) span.release_idle_other_size();                             // 7. release the other page size's pool
   if (!span.complete()) span.create();                                              // 8. create

@@ -63,6 +63,12 @@ std::optional<std::size_t> parse_size(std::string_view value) {
   return number << shift;
 }
 
+/// "10": a whole number without a unit, or nullopt.
+std::optional<std::size_t> parse_count(std::string_view value) {
+  if (value.empty() || value.back() < '0' || value.back() > '9') return std::nullopt;  // no unit
+  return parse_size(value);
+}
+
 std::optional<bool> parse_bool(std::string_view value) {
   if (value == "true" || value == "1") return true;
   if (value == "false" || value == "0") return false;
@@ -96,7 +102,7 @@ bool set(std::string_view value, ArenaOptions& o) {
 constexpr std::string_view size_wants =
     "wants a whole number of bytes, or one followed by KiB, MiB, GiB or TiB, that fits in 64 bits";
 
-constexpr std::array<Key, 9> keys = {{
+constexpr std::array<Key, 10> keys = {{
     {"address_space_bytes", set<parse_size, &ArenaOptions::address_space_bytes>, size_wants},
     {"page_bytes", set<parse_size, &ArenaOptions::page_bytes>, size_wants},
     {"large_page_bytes", set<parse_size, &ArenaOptions::large_page_bytes>, size_wants},
@@ -106,6 +112,7 @@ constexpr std::array<Key, 9> keys = {{
     {"share_large_page_tails", set<parse_bool, &ArenaOptions::share_large_page_tails>, "wants true, false, 1 or 0"},
     {"compression", set<parse_compression, &ArenaOptions::compression>, "wants none, preferred or required"},
     {"stream_cache_run_bytes", set<parse_size, &ArenaOptions::stream_cache_run_bytes>, size_wants},
+    {"max_idle_percent", set<parse_count, &ArenaOptions::max_idle_percent>, "wants a whole number that fits in 64 bits"},
 }};
 
 }  // namespace

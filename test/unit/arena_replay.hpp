@@ -7,7 +7,7 @@
 // replayed on a machine without that much memory: it hands out address numbers and chunk ids and
 // backs nothing, which the Arena never notices because it never touches its memory itself. Its
 // 2 MiB granularity is the H200's, so the Arena's bookkeeping (pages held, moved, driver calls) is
-// what it is on the GPU.
+// what it is on the GPU, and it adds up what those calls would cost there (h200_call_cost).
 #pragma once
 
 #include <algorithm>
@@ -26,6 +26,35 @@
 #include "trace.hpp"
 
 namespace cuvmm::test {
+
+/// Median microseconds of one driver call on a handle of some size on the H200, from
+/// bench/results/h200/driver_calls.csv (`bench_driver_calls --benchmark_filter=driver_calls/`).
+/// `grant` is the first cuMemSetAccess on a newly mapped handle, paid once per handle whatever the
+/// call's shape; the call costs depend on the handle far less than on its count.
+struct DriverCallCost {
+  double create, map, grant, unmap, release;
+};
+
+/// The costs for a handle of `bytes`: those measured for the largest size in the table not above it.
+inline DriverCallCost h200_call_cost(std::size_t bytes) {
+  struct Row {
+    std::size_t bytes;
+    DriverCallCost cost;
+  };
+  static constexpr Row table[] = {
+      {2 * MiB, {7.4, 0.97, 19.4, 13.7, 9.3}},       {4 * MiB, {7.5, 0.94, 19.1, 13.6, 10.0}},
+      {8 * MiB, {7.4, 0.90, 19.2, 13.5, 11.7}},      {16 * MiB, {7.5, 0.92, 19.5, 13.7, 15.1}},
+      {32 * MiB, {13.5, 0.95, 32.8, 20.6, 16.2}},    {64 * MiB, {8.0, 0.96, 33.2, 20.7, 24.6}},
+      {128 * MiB, {8.5, 0.99, 33.6, 20.6, 40.3}},    {256 * MiB, {9.5, 1.02, 34.7, 20.7, 71.8}},
+      {512 * MiB, {13.4, 1.08, 45.3, 24.8, 135.8}},  {1 * GiB, {17.8, 1.20, 57.0, 28.8, 261.7}},
+      {2 * GiB, {69.2, 1.63, 81.7, 37.3, 518.4}},    {4 * GiB, {134.1, 1.89, 134.5, 54.4, 1014.4}},
+  };
+  DriverCallCost cost = table[0].cost;
+  for (Row const& row : table) {
+    if (row.bytes <= bytes) cost = row.cost;
+  }
+  return cost;
+}
 
 /// A backend of address numbers and chunk ids: nothing is backed, nothing may be touched.
 class BookkeepingBackend final : public Backend {
@@ -56,6 +85,7 @@ class BookkeepingBackend final : public Backend {
     if (counts_.bytes_physical + size > device_bytes_) throw_out_of_memory("create_chunk", "bookkeeping device full");
     ChunkHandle const handle{++next_chunk_};
     sizes_.emplace(handle.value, size);
+    driver_us_ += h200_call_cost(size).create;
     ++counts_.chunks;
     counts_.bytes_physical += size;
     return handle;
@@ -65,16 +95,26 @@ class BookkeepingBackend final : public Backend {
     if (it == sizes_.end()) return;
     --counts_.chunks;
     counts_.bytes_physical -= it->second;
+    driver_us_ += h200_call_cost(it->second).release;
     sizes_.erase(it);
   }
   ChunkInfo chunk_info(ChunkHandle chunk) const override { return {sizes_.at(chunk.value), 0, HandleType::none, false}; }
-  void map(Address, std::size_t size, ChunkHandle) override {
+  void map(Address address, std::size_t size, ChunkHandle) override {
     ++counts_.mappings;
     counts_.bytes_mapped += size;
+    mapped_.emplace(address, size);
+    DriverCallCost const cost = h200_call_cost(size);
+    driver_us_ += cost.map + cost.grant;  // every mapping is granted access before use
   }
-  void unmap(Address, std::size_t size) noexcept override {
-    --counts_.mappings;
-    counts_.bytes_mapped -= size;
+  void unmap(Address address, std::size_t size) noexcept override {
+    // One call may cover a run of handles, at each handle's cost.
+    auto it = mapped_.lower_bound(address);
+    while (it != mapped_.end() && it->first < address + size) {
+      --counts_.mappings;
+      counts_.bytes_mapped -= it->second;
+      driver_us_ += h200_call_cost(it->second).unmap;
+      it = mapped_.erase(it);
+    }
   }
   void set_access(Address, std::size_t, std::span<const AccessGrant>) override {}
   UniqueFd export_posix_fd(ChunkHandle) override { throw_invalid_argument("bookkeeping", "no fds"); }
@@ -85,13 +125,18 @@ class BookkeepingBackend final : public Backend {
   }
   LiveCounts live_counts() const noexcept override { return counts_; }
 
+  /// What the calls made so far would have cost on the H200, in milliseconds (h200_call_cost).
+  double h200_driver_ms() const noexcept { return driver_us_ / 1000.0; }
+
  private:
   std::size_t device_bytes_;
   std::size_t granularity_;
   Address next_address_ = std::uintptr_t{1} << 44;
   std::uint64_t next_chunk_ = 0;
   std::unordered_map<std::uint64_t, std::size_t> sizes_;  // chunk id -> bytes
+  std::map<Address, std::size_t> mapped_;                 // address of each mapped handle -> bytes
   LiveCounts counts_;
+  double driver_us_ = 0;
 };
 
 /// What one replay gave: cuvmm-plan's utilization figures, the Arena's counters at the end, and
@@ -113,6 +158,9 @@ struct ArenaReplay {
   /// The largest allocation that succeeded at the end, the survivors still live (in pages; 0 when
   /// not measured): what D2's first rule bounds from below.
   std::size_t largest_after = 0;
+  /// What the replay's driver calls would have cost on the H200, in milliseconds (before the
+  /// largest allocation was measured; 0 when the backend was not a BookkeepingBackend).
+  double h200_driver_ms = 0;
 };
 
 /// The largest request of whole pages that `arena` serves now (binary search over page counts up
@@ -150,9 +198,11 @@ using AfterFree = std::function<void(Arena&, std::size_t rounded_live_bytes)>;
 
 /// Replays `ops` on `arena` (one stream), as cuvmm-plan's replay_trace does.
 /// With `largest_up_to` not 0, the largest allocation that succeeds at the end (up to that many
-/// bytes) is measured before the survivors are freed.
+/// bytes) is measured before the survivors are freed. With `bookkeeping`, the backend of `arena`,
+/// the replay's estimated H200 driver time is recorded.
 inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, std::size_t max_points = 2000,
-                          const AfterFree& after_free = {}, std::size_t largest_up_to = 0) {
+                          const AfterFree& after_free = {}, std::size_t largest_up_to = 0,
+                          const BookkeepingBackend* bookkeeping = nullptr) {
   ArenaReplay r;
   std::size_t const stride = std::max<std::size_t>(1, ops.size() / max_points);
   std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
@@ -197,6 +247,7 @@ inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, s
   r.stats = arena.stats();
   r.peak_physical = r.stats.bytes_physical.peak;
   r.live_at_end = requested;
+  if (bookkeeping != nullptr) r.h200_driver_ms = bookkeeping->h200_driver_ms();
   if (largest_up_to != 0) r.largest_after = largest_allocation(arena, largest_up_to);
   for (auto const& [id, entry] : live) arena.deallocate(entry.first, entry.second);
   if (points != 0) {
