@@ -394,6 +394,16 @@ class Arena::State::UncachedRun {
  public:
   UncachedRun(State& st, StreamCache& c, std::size_t first, std::size_t slots, bool large_layout) noexcept
       : st_(st), c_(c), first_(first), slots_(slots), large_layout_(large_layout) {}
+  /// Takes the large-layout span [first, first + slots) out of `c`'s cache.
+  static UncachedRun large_span(State& st, StreamCache& c, std::size_t first, std::size_t slots) noexcept {
+    st.caches.remove_large_span(c, first, slots);
+    return UncachedRun(st, c, first, slots, true);
+  }
+  /// Takes the whole extent [first, first + slots) of small pages out of `c`'s cache.
+  static UncachedRun extent(State& st, StreamCache& c, std::size_t first, std::size_t slots) {
+    st.caches.remove_pages(c, first, slots);  // a whole extent: frees, never allocates
+    return UncachedRun(st, c, first, slots, false);
+  }
   UncachedRun(const UncachedRun&) = delete;
   UncachedRun& operator=(const UncachedRun&) = delete;
   ~UncachedRun() {
@@ -641,8 +651,7 @@ std::optional<Arena::State::Run> Arena::State::take_span_end(StreamCache& c, std
   auto const [first, held] = *found;
   std::size_t const tail = small_tail(first, held);
   std::size_t const start = first + held - tail - bulk;  // a multiple of L past `first`
-  caches.remove_large_span(c, first, held);
-  UncachedRun taken(*this, c, first, held, true);
+  auto taken = UncachedRun::large_span(*this, c, first, held);
   if (start > first) taken.cache_front(start - first);
   if (tail > small) taken.cache_back(tail - small, false);
   taken.commit();
@@ -659,8 +668,7 @@ std::optional<Arena::State::Run> Arena::State::take_span_tail(StreamCache& c, st
                                             [&](std::size_t first, std::size_t held) { return small_tail(first, held) >= slots; });
   if (!found) return std::nullopt;
   auto const [first, held] = *found;
-  caches.remove_large_span(c, first, held);
-  UncachedRun taken(*this, c, first, held, true);
+  auto taken = UncachedRun::large_span(*this, c, first, held);
   taken.cache_front(held - slots);  // at least one large page stays
   taken.commit();
   return Run{first + held - slots, slots};
@@ -701,8 +709,7 @@ bool Arena::State::lend_cached_large_page(StreamCache& c) {
       caches.find_large_span(c, large, spans_tried, [&](std::size_t, std::size_t held) { return held % large == 0; });
   if (!found) return false;
   auto const [first, held] = *found;
-  caches.remove_large_span(c, first, held);
-  UncachedRun taken(*this, c, first, held, true);
+  auto taken = UncachedRun::large_span(*this, c, first, held);
   if (held > large) taken.cache_front(held - large);
   c.lent.insert(first + held - large, large);
   taken.commit();
@@ -770,8 +777,7 @@ std::optional<Arena::State::Run> Arena::State::extend_cached_run(StreamCache& s,
   bool const behind = pool.free_from(run->first + run->count) >= missing;
   std::size_t const start = behind ? run->first + run->count : run->first - missing;
   auto span = pool.take_slots_at(start, missing);
-  caches.remove_pages(s, run->first, run->count);  // a whole extent: frees, never allocates
-  UncachedRun cached(*this, s, run->first, run->count, false);
+  auto cached = UncachedRun::extent(*this, s, run->first, run->count);
   back_and_map(span, s);
   cached.commit();
   return Run{behind ? run->first : start, slots};
@@ -796,8 +802,7 @@ std::optional<Arena::State::Run> Arena::State::extend_cached_span(StreamCache& s
   }
   if (!found) return std::nullopt;
   auto const [first, held] = *found;
-  caches.remove_large_span(s, first, held);
-  UncachedRun taken(*this, s, first, held, true);
+  auto taken = UncachedRun::large_span(*this, s, first, held);
   std::size_t const kept = slots / large > held / large ? held / large * large : held;  // slots that stay mapped
   Run const run = remap_behind(taken, kept, slots, s);  // the small tail goes when large pages follow
   taken.commit();

@@ -13,6 +13,7 @@
 #include <cuvmm/error.hpp>
 
 #include "support/announcement.hpp"
+#include "support/node_ahead.hpp"
 
 namespace cuvmm::detail {
 
@@ -273,37 +274,27 @@ std::size_t PagePool::Span::map() {
     }
     announcement.tell(ranges);
   }
-  // Commit: the pages move into the map. Should that fail for want of memory, the pages inserted
-  // so far come back into this span (their mappings undone), which then gives everything back.
-  // The buckets are reserved first (no rehash below), and try_emplace allocates a page's node
-  // before it moves the page in: a page whose insertion fails is still this span's.
+  // Commit: a node of the map is made for every page first (the only step that can fail; the
+  // buckets are reserved too, so that no insertion rehashes), then each page and its mapping move
+  // into a node and the node into the map, which cannot fail.
+  std::vector<decltype(pool.mapped_)::node_type> nodes;
+  nodes.reserve(mappings.size());
+  for (std::size_t i = 0; i < mappings.size(); ++i) nodes.push_back(node_ahead<decltype(pool.mapped_)>(i, MappedPage{}));
   pool.mapped_.reserve(pool.mapped_.size() + mappings.size());
   std::size_t slot = first_;
   std::size_t i = 0;
-  try {
-    for (auto* pages : {&large_, &small_}) {
-      for (Entry& p : *pages) {
-        std::size_t const bytes = p.page.chunk.size();
-        pool.mapped_.try_emplace(slot, std::move(p.page), std::move(mappings[i]));
-        pool.mapped_bytes_ += bytes;
-        slot += bytes / pool.options_.page;
-        ++i;
-      }
+  for (auto* pages : {&large_, &small_}) {
+    for (Entry& p : *pages) {
+      auto& node = nodes[i];
+      std::size_t const bytes = p.page.chunk.size();
+      node.key() = slot;
+      node.mapped().page = std::move(p.page);
+      node.mapped().mapping = std::move(mappings[i]);
+      pool.mapped_.insert(std::move(node));
+      pool.mapped_bytes_ += bytes;
+      slot += bytes / pool.options_.page;
+      ++i;
     }
-  } catch (...) {
-    announcement.withdraw();  // before the pages moved in so far are unmapped
-    slot = first_;
-    for (auto* pages : {&large_, &small_}) {
-      for (Entry& p : *pages) {
-        if (p.page.chunk) break;  // not moved yet: neither are the ones after it
-        auto node = pool.mapped_.extract(slot);
-        node.mapped().mapping.reset();
-        pool.mapped_bytes_ -= node.mapped().page.chunk.size();
-        p.page = std::move(node.mapped().page);
-        slot += p.page.chunk.size() / pool.options_.page;
-      }
-    }
-    throw;
   }
   announcement.commit();
   committed_ = true;

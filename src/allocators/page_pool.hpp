@@ -136,9 +136,10 @@ class PagePool {
     std::vector<Mapping> stale;  // see retire()
   };
   struct MappedPage {
-    // A constructor, not an aggregate: try_emplace builds it in the map's node from references, so a
+    // Constructors, not an aggregate: try_emplace builds it in the map's node from references, so a
     // node allocation that throws leaves the page and its mapping with the caller (and clang 14 has
-    // no parenthesized aggregate initialization).
+    // no parenthesized aggregate initialization); Span::map makes its nodes empty, ahead.
+    MappedPage() noexcept = default;
     MappedPage(Page&& p, Mapping&& m) noexcept : page(std::move(p)), mapping(std::move(m)) {}
     Page page;
     Mapping mapping;  // where it backs memory in use or cached

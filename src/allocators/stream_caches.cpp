@@ -12,6 +12,8 @@
 #include <optional>
 #include <utility>
 
+#include "support/node_ahead.hpp"
+
 namespace cuvmm::detail {
 
 StreamCaches::~StreamCaches() {
@@ -28,20 +30,17 @@ StreamCache* StreamCaches::find_remembering(Stream stream) const noexcept {
 
 StreamCache& StreamCaches::get_remembering(Stream stream) {
   if (StreamCache* known = find_remembering(stream)) return *known;
+  // Everything that can fail first (nothing changed then), the marker last: nothing after it throws.
   std::uint64_t const id = next_id_;
-  auto fresh = std::make_unique<StreamCache>();
-  fresh->stream = stream;
-  fresh->id = id;
-  StreamCache& cache = *fresh;
-  auto const [slot, inserted] = by_id_.emplace(id, std::move(fresh));
-  try {
-    by_stream_.emplace(stream, &cache);
-    cache.marker = order_->create_marker();
-  } catch (...) {
-    by_stream_.erase(stream);
-    by_id_.erase(slot);
-    throw;
-  }
+  auto owner = node_ahead<decltype(by_id_)>(id, std::make_unique<StreamCache>());
+  StreamCache& cache = *owner.mapped();
+  auto lookup = node_ahead<decltype(by_stream_)>(stream, &cache);
+  by_stream_.reserve(by_stream_.size() + 1);
+  cache.stream = stream;
+  cache.id = id;
+  cache.marker = order_->create_marker();
+  by_id_.insert(std::move(owner));
+  by_stream_.insert(std::move(lookup));
   ++next_id_;
   last_stream_ = stream;
   last_cache_ = &cache;
@@ -116,18 +115,15 @@ void StreamCaches::put_large_span(StreamCache& c, std::size_t first, std::size_t
   }
   std::size_t const merged_first = before ? before->first : first;
   std::size_t const merged_slots = (before ? before->second : 0) + slots + (after ? after->second : 0);
-  // Every node is made first (strong guarantee); then the merged spans' entries go (noexcept), the
-  // span_at node of the one before standing for the merged span.
-  auto const by_size = c.large_spans.emplace(merged_slots, merged_first);
-  auto index = large_spans_.end();
-  try {
-    index = large_spans_.emplace(merged_slots, c.id);
-    if (!before) c.span_at.emplace(merged_first, merged_slots);
-  } catch (...) {
-    if (index != large_spans_.end()) large_spans_.erase(index);
-    c.large_spans.erase(by_size);
-    throw;
-  }
+  // Every node is made first (strong guarantee); then they go in and the merged spans' entries go
+  // (noexcept), the span_at node of the one before standing for the merged span.
+  auto by_size = node_ahead<decltype(c.large_spans)>(merged_slots, merged_first);
+  auto index = node_ahead<decltype(large_spans_)>(merged_slots, c.id);
+  decltype(c.span_at)::node_type at;
+  if (!before) at = node_ahead<decltype(c.span_at)>(merged_first, merged_slots);
+  c.large_spans.insert(std::move(by_size));
+  large_spans_.insert(std::move(index));
+  if (!before) c.span_at.insert(std::move(at));
   if (before) {
     erase_large_span(c, before->first, before->second, false);
     c.span_at.find(merged_first)->second = merged_slots;
