@@ -187,6 +187,15 @@ struct ArenaStats {
   std::size_t maps = 0;
   std::size_t unmaps = 0;
   std::size_t access_calls = 0;
+  // Time spent in those calls, in seconds (the driver's time, for the CUDA backend): what an
+  // allocator call spends beyond them is the Arena's own bookkeeping and its lock. On the H200 a
+  // new mapping's access grant is the costliest step (~20-35 us per page,
+  // bench/results/h200/driver_calls.csv).
+  double create_seconds = 0;   ///< in chunks_created
+  double release_seconds = 0;  ///< in chunks_released
+  double map_seconds = 0;      ///< in maps
+  double unmap_seconds = 0;    ///< in unmaps
+  double access_seconds = 0;   ///< in access_calls
   std::size_t cross_stream_reuses = 0;  ///< memory freed on one stream handed to another (device-side wait)
   /// Allocations served by their stream's front, without the arena's lock (the cached path): of
   /// `allocations.total`, the share that threads on their own streams make without meeting.

@@ -5,13 +5,17 @@
 // fail an acquiring call before it reaches the inner backend. Releasing operations (free_range,
 // release_chunk, unmap) are noexcept by the Backend contract: they are counted and forwarded, never
 // passed to the hook. granularity() and memory_info() are queries, not BackendOps: forwarded
-// uncounted. Thread-safe (the counters are atomic). Leak checks should read the *inner* backend's
+// uncounted. It also adds up the time each operation spends in the inner backend (the driver's
+// time, for the CUDA backend), so that a caller can tell it from its own. Thread-safe (the counters
+// are atomic). Leak checks should read the *inner* backend's
 // live_counts(), the real tally (forwarded here).
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 
 #include <cuvmm/backend.hpp>
 
@@ -25,6 +29,9 @@ class CountingBackend : public Backend {
   std::size_t calls(BackendOp op) const noexcept;
   /// Calls of every operation since construction.
   std::size_t total_calls() const noexcept;
+  /// Time spent in the inner backend's `op` calls since construction, failed ones included
+  /// (before_call's time not).
+  std::chrono::nanoseconds time_in(BackendOp op) const noexcept;
 
   Backend& inner() const noexcept { return *inner_; }
 
@@ -53,9 +60,11 @@ class CountingBackend : public Backend {
 
  private:
   void count(BackendOp op) const noexcept;
+  class CallTimer;
 
   Backend* inner_;
   mutable std::array<std::atomic<std::size_t>, backend_op_count> calls_{};  // calls per operation, ever
+  mutable std::array<std::atomic<std::int64_t>, backend_op_count> nanoseconds_{};  // time in them, ever
 };
 
 }  // namespace cuvmm

@@ -33,6 +33,11 @@ inline pybind11::dict arena_stats_dict(const cuvmm::ArenaStats& s) {
   d["maps"] = s.maps;
   d["unmaps"] = s.unmaps;
   d["access_calls"] = s.access_calls;
+  d["create_seconds"] = s.create_seconds;
+  d["release_seconds"] = s.release_seconds;
+  d["map_seconds"] = s.map_seconds;
+  d["unmap_seconds"] = s.unmap_seconds;
+  d["access_seconds"] = s.access_seconds;
   d["cross_stream_reuses"] = s.cross_stream_reuses;
   d["front_allocations"] = s.front_allocations;
   d["reclaims"] = s.reclaims;

@@ -119,6 +119,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <new>
@@ -1431,6 +1432,12 @@ ArenaStats Arena::stats() const {
   s.maps = st.calls.calls(BackendOp::map);
   s.unmaps = st.calls.calls(BackendOp::unmap);
   s.access_calls = st.calls.calls(BackendOp::set_access);
+  auto const seconds = [&](BackendOp op) { return std::chrono::duration<double>(st.calls.time_in(op)).count(); };
+  s.create_seconds = seconds(BackendOp::create_chunk);
+  s.release_seconds = seconds(BackendOp::release_chunk);
+  s.map_seconds = seconds(BackendOp::map);
+  s.unmap_seconds = seconds(BackendOp::unmap);
+  s.access_seconds = seconds(BackendOp::set_access);
   s.pages_moved = st.pool.pages_moved();
   s.bytes_stale = st.pool.stale_bytes();
   s.streams = st.caches.size();

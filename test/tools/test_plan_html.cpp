@@ -105,10 +105,16 @@ Measurements full_measurements() {
   replay.peak_requested_bytes = 3 * MiB;
   replay.peak_held_bytes = 4 * MiB;
   replay.mean_utilization = 0.75;
+  replay.seconds = 0.008;
   replay.timeline = {{0, 1 * MiB, 2 * MiB}, {3, 0, 4 * MiB}};
   cuvmm::ArenaStats stats;
   stats.allocations = {0, 2, 2};
   stats.maps = 7;
+  stats.chunks_created = 3;
+  stats.pages_moved = 5;
+  stats.access_seconds = 0.004;
+  stats.map_seconds = 0.0005;
+  stats.create_seconds = 0.001;
   stats.fragmentation = 0.25;
   replay.arena_stats = stats;
   m.replays.push_back(replay);
@@ -293,6 +299,12 @@ TEST_CASE("the report has every section in order, the recommendation in words an
   CHECK_THAT(html, ContainsSubstring("<tr><td>allocations</td><td>0</td><td>2</td><td>2</td>"));
   CHECK_THAT(html, ContainsSubstring("<tr><td>maps</td><td>7</td>"));
   CHECK_THAT(html, ContainsSubstring("<tr><td>fragmentation</td><td>0.250</td>"));
+  CHECK_THAT(html, ContainsSubstring("<tr><td>access_seconds</td><td>4.0 ms</td>"));
+  // Where the replay's 8 ms went: 5.5 ms in the driver's calls, the rest the Arena's own.
+  CHECK_THAT(html, ContainsSubstring("Where the time went: of 8.0 ms in allocate and deallocate calls, 5.5 ms in the "
+                                     "driver&#39;s calls (access grants 4.0, maps 0.5, creates 1.0, unmaps 0.0, "
+                                     "releases 0.0) and 2.5 ms in the Arena&#39;s own bookkeeping and lock; 5 pages "
+                                     "moved to new addresses, 3 created."));
   CHECK(html.find("class=\"warning\"") == std::string::npos);  // measured on a GPU
 }
 
@@ -342,6 +354,11 @@ TEST_CASE("arena_stats_fields lists every ArenaStats member once, with its value
   s.maps = 18;
   s.unmaps = 19;
   s.access_calls = 20;
+  s.create_seconds = 0.25;
+  s.release_seconds = 0.5;
+  s.map_seconds = 0.75;
+  s.unmap_seconds = 1.0;
+  s.access_seconds = 1.25;
   s.cross_stream_reuses = 21;
   s.front_allocations = 22;
   s.reclaims = 23;
@@ -359,6 +376,7 @@ TEST_CASE("arena_stats_fields lists every ArenaStats member once, with its value
   CHECK(fields.size() == member_count<cuvmm::ArenaStats>());
   std::set<std::string> names;
   std::size_t next = 1;
+  int seconds_seen = 0;  // the five times, 0.25 s apart in the struct's order
   for (auto const& field : fields) {
     INFO(field.name);
     CHECK(names.insert(field.name).second);
@@ -372,8 +390,12 @@ TEST_CASE("arena_stats_fields lists every ArenaStats member once, with its value
         break;
       case ArenaStatField::Kind::count: CHECK(field.count == next++); break;
       case ArenaStatField::Kind::ratio: CHECK(field.ratio == 0.5); break;
+      case ArenaStatField::Kind::seconds:
+        CHECK(field.seconds == 0.25 * static_cast<double>(++seconds_seen));
+        break;
     }
   }
+  CHECK(seconds_seen == 5);
   CHECK(next == 32);  // every value 1..31 seen, in the struct's order
   CHECK(fields.front().name == "bytes_requested");
   CHECK(fields.back().name == "fragmentation");
@@ -393,5 +415,7 @@ TEST_CASE("the JSON names the CUDA driver and runtime and carries the Arena's st
   CHECK_THAT(json, ContainsSubstring("\"arena_stats\": {\"bytes_requested\": {\"current\": 0, \"peak\": 0, \"total\": 0}, "
                                      "\"allocations\": {\"current\": 0, \"peak\": 2, \"total\": 2}, "));
   CHECK_THAT(json, ContainsSubstring("\"maps\": 7, "));
+  CHECK_THAT(json, ContainsSubstring("\"access_calls\": 0, \"create_seconds\": 0.001, \"release_seconds\": 0, "
+                                     "\"map_seconds\": 0.0005, \"unmap_seconds\": 0, \"access_seconds\": 0.004, "));
   CHECK_THAT(json, ContainsSubstring("\"fragmentation\": 0.25}}"));
 }

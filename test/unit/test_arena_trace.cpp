@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,10 +20,12 @@
 #include <new>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include <cuvmm/arena.hpp>
+#include <cuvmm/counting_backend.hpp>
 #include <cuvmm/error.hpp>
 #include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/host_backend.hpp>
@@ -746,6 +749,40 @@ void check_breakdown(const ArenaStats& s, std::size_t live, std::size_t pinned, 
 }
 
 }  // namespace
+
+namespace {
+
+/// A host backend whose access grants take 2 ms each.
+class SlowGrants final : public CountingBackend {
+ public:
+  using CountingBackend::CountingBackend;
+
+ protected:
+  void before_call(BackendOp op) const override {
+    if (op == BackendOp::set_access) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ArenaStats adds up the time spent in the driver's calls, by call", "[arena][stats]") {
+  HostBackend host({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
+  SlowGrants slow(host);
+  Arena arena(slow);
+  void* const run = arena.allocate(6 * MiB);  // three pages, one grant
+  void* const other = arena.allocate(4 * MiB);
+  ArenaStats const s = arena.stats();
+  CHECK(s.access_calls == 2);
+  CHECK(s.access_seconds >= 0.004);
+  CHECK(s.unmap_seconds == 0.0);
+  CHECK(s.release_seconds == 0.0);
+  arena.deallocate(run, 6 * MiB);
+  arena.deallocate(other, 4 * MiB);
+  CHECK(arena.trim() == 10 * MiB);
+  ArenaStats const trimmed = arena.stats();
+  CHECK(trimmed.unmaps > 0);
+  CHECK(trimmed.access_seconds == s.access_seconds);  // trimming grants nothing
+}
 
 TEST_CASE("ArenaStats splits the bytes held into live, pinned by live small blocks, lent, cached and pooled",
           "[arena][stats][tails]") {

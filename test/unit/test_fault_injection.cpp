@@ -1,9 +1,11 @@
 // FaultInjectingBackend, and invariant 2 of the design: a failure at any step leaks nothing.
 // Leaks are counted on real things: the inner HostBackend's live objects and /proc/self/fd.
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -11,6 +13,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cuvmm/address_range.hpp>
+#include <cuvmm/counting_backend.hpp>
 #include <cuvmm/error.hpp>
 #include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/host_backend.hpp>
@@ -193,6 +196,54 @@ TEST_CASE("the injector counts every call of every operation, failed ones includ
   CHECK(injector.calls(BackendOp::free_range) == 1);
   CHECK(injector.calls(BackendOp::export_posix_fd) == 0);
   CHECK(injector.total_calls() == 12);
+  CHECK(host.live_counts() == LiveCounts{});
+}
+
+namespace {
+
+/// A backend whose access grants take 2 ms and whose creates, once `fail_creates` is set, take 1 ms
+/// and then fail: the time a CountingBackend above it adds up is known from below.
+class SlowBackend final : public cuvmm::CountingBackend {
+ public:
+  using CountingBackend::CountingBackend;
+  bool fail_creates = false;
+
+ protected:
+  void before_call(BackendOp op) const override {
+    if (op == BackendOp::set_access) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (op == BackendOp::create_chunk && fail_creates) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      cuvmm::throw_out_of_memory("create_chunk", "a slow device, full");
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a counting backend adds up the time each operation spends in the backend below it, failed calls "
+          "included",
+          "[fault_injection]") {
+  using std::chrono::milliseconds;
+  HostBackend host(small_granules());
+  SlowBackend slow(host);
+  cuvmm::CountingBackend timed(static_cast<Backend&>(slow));
+  cuvmm::Address const base = timed.reserve(2 * G, 0);
+  cuvmm::ChunkHandle const chunk = timed.create_chunk(G, {});
+  timed.map(base, G, chunk);
+  timed.set_access(base, G, read_write);
+  timed.set_access(base, G, read_write);
+  slow.fail_creates = true;
+  CHECK_THROWS_AS(timed.create_chunk(G, {}), cuvmm::OutOfMemory);
+  CHECK(timed.time_in(BackendOp::set_access) >= milliseconds(4));
+  CHECK(timed.time_in(BackendOp::create_chunk) >= milliseconds(1));  // the failed call's time too
+  // The time below the hook is the inner call's alone: the slow backend's own total leaves its
+  // sleeps out.
+  CHECK(slow.time_in(BackendOp::set_access) < timed.time_in(BackendOp::set_access) - milliseconds(4));
+  CHECK(timed.time_in(BackendOp::unmap) == std::chrono::nanoseconds(0));  // not called yet
+  CHECK(timed.time_in(BackendOp::export_posix_fd) == std::chrono::nanoseconds(0));
+  timed.unmap(base, G);
+  timed.release_chunk(chunk);
+  timed.free_range(base, 2 * G);
   CHECK(host.live_counts() == LiveCounts{});
 }
 

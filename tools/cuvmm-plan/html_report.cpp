@@ -263,6 +263,20 @@ std::string trace_section(const Measurements& m) {
   return section("trace-replay", "Trace replay", body);
 }
 
+/// Where a replay's time in the Arena's calls went: the driver's calls, by kind, and the rest (the
+/// Arena's own bookkeeping and lock).
+std::string arena_time_text(const ReplayResult& replay) {
+  ArenaStats const& s = *replay.arena_stats;
+  double const driver = s.create_seconds + s.release_seconds + s.map_seconds + s.unmap_seconds + s.access_seconds;
+  auto const ms = [](double seconds) { return text_of("%.1f", 1e3 * seconds); };
+  return "Where the time went: of " + ms(replay.seconds) + " ms in allocate and deallocate calls, " + ms(driver) +
+         " ms in the driver's calls (access grants " + ms(s.access_seconds) + ", maps " + ms(s.map_seconds) +
+         ", creates " + ms(s.create_seconds) + ", unmaps " + ms(s.unmap_seconds) + ", releases " +
+         ms(s.release_seconds) + ") and " + ms(std::max(0.0, replay.seconds - driver)) +
+         " ms in the Arena's own bookkeeping and lock; " + std::to_string(s.pages_moved) +
+         " pages moved to new addresses, " + std::to_string(s.chunks_created) + " created.";
+}
+
 std::string arena_section(const Measurements& m) {
   std::string body;
   for (auto const& replay : m.replays) {
@@ -281,9 +295,13 @@ std::string arena_section(const Measurements& m) {
         case ArenaStatField::Kind::ratio:
           counts.push_back({field.name, text_of("%.3f", field.ratio), field.meaning});
           break;
+        case ArenaStatField::Kind::seconds:
+          counts.push_back({field.name, text_of("%.1f ms", 1e3 * field.seconds), field.meaning});
+          break;
       }
     }
     body += "<h3>" + escape_html(replay.allocator) + "</h3>\n";
+    body += paragraph(arena_time_text(replay));
     body += paragraph("After the replay, every allocation freed; peaks and totals cover the whole replay.");
     body += table({"counter", "current", "peak", "total", "meaning"}, counters, "described");
     body += table({"statistic", "value", "meaning"}, counts, "described");

@@ -198,10 +198,13 @@ Recommendation recommend(const Measurements& m) {
 std::vector<ArenaStatField> arena_stats_fields(const ArenaStats& s) {
   using Kind = ArenaStatField::Kind;
   auto counter = [](const char* name, const ArenaCounter& c, const char* meaning) {
-    return ArenaStatField{name, Kind::counter, c, 0, 0, meaning};
+    return ArenaStatField{name, Kind::counter, c, 0, 0, 0, meaning};
   };
   auto count = [](const char* name, std::size_t n, const char* meaning) {
-    return ArenaStatField{name, Kind::count, {}, n, 0, meaning};
+    return ArenaStatField{name, Kind::count, {}, n, 0, 0, meaning};
+  };
+  auto seconds = [](const char* name, double t, const char* meaning) {
+    return ArenaStatField{name, Kind::seconds, {}, 0, 0, t, meaning};
   };
   return {
       counter("bytes_requested", s.bytes_requested, "live allocations, in the bytes asked for"),
@@ -214,6 +217,11 @@ std::vector<ArenaStatField> arena_stats_fields(const ArenaStats& s) {
       count("maps", s.maps, "map calls"),
       count("unmaps", s.unmaps, "unmap calls"),
       count("access_calls", s.access_calls, "access grants"),
+      seconds("create_seconds", s.create_seconds, "time in the create calls"),
+      seconds("release_seconds", s.release_seconds, "time in the release calls"),
+      seconds("map_seconds", s.map_seconds, "time in the map calls"),
+      seconds("unmap_seconds", s.unmap_seconds, "time in the unmap calls"),
+      seconds("access_seconds", s.access_seconds, "time in the access grants"),
       count("cross_stream_reuses", s.cross_stream_reuses, "memory freed on one stream handed to another"),
       count("front_allocations", s.front_allocations, "allocations served by a stream's front, without the arena's lock"),
       count("reclaims", s.reclaims, "cached extents unmapped to back another request"),
@@ -225,7 +233,7 @@ std::vector<ArenaStatField> arena_stats_fields(const ArenaStats& s) {
       count("bytes_lent", s.bytes_lent, "free slots of large pages that live allocations still use"),
       count("bytes_cached", s.bytes_cached, "mapped and free, given back on demand"),
       count("bytes_pooled", s.bytes_pooled, "unmapped pages kept for reuse, given back on demand"),
-      ArenaStatField{"fragmentation", Kind::ratio, {}, 0, s.fragmentation,
+      ArenaStatField{"fragmentation", Kind::ratio, {}, 0, s.fragmentation, 0,
                      "1 - largest free extent / all free pages in extents"},
   };
 }
@@ -427,6 +435,8 @@ void write_json(std::ostream& out, const Measurements& m, const Recommendation& 
               << ", \"total\": " << field.counter.total << "}";
         } else if (field.kind == ArenaStatField::Kind::count) {
           out << field.count;
+        } else if (field.kind == ArenaStatField::Kind::seconds) {
+          out << number(field.seconds);
         } else {
           out << number(field.ratio);
         }

@@ -125,12 +125,13 @@ Recommendation recommend(const Measurements& measurements);
 
 /// One member of ArenaStats, by its name in the struct, for the report's table and the JSON.
 struct ArenaStatField {
-  enum class Kind { counter, count, ratio };
+  enum class Kind { counter, count, ratio, seconds };
   std::string name;
   Kind kind = Kind::count;
   ArenaCounter counter;    ///< Kind::counter: current, peak and total
   std::size_t count = 0;   ///< Kind::count
   double ratio = 0;        ///< Kind::ratio
+  double seconds = 0;      ///< Kind::seconds
   std::string meaning;   ///< what it counts, in a few words
 };
 
