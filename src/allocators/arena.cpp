@@ -15,12 +15,14 @@
 //    keeps at most stream_front_bytes. What is parked goes back, freed into the stream caches on
 //    the front's stream as if freed then, when a request would otherwise map pages anew: its own
 //    stream's front gives back its largest parked allocations, as many as the request needs (step
-//    3b), then one allocation of its key, if it has one, is taken from the other streams' fronts
-//    (3c), so that one thread's miss leaves the fronts of the threads beside it as they are;
-//    every front is drained before a reclaim (step 9, addresses running out), by trim(), and for
-//    one stream by release_stream(). So parked memory never makes a request move pages or fail;
-//    it can make a request create pages, by at most what the other fronts park
-//    (stream_front_bytes each). A miss, and a free of a block that a front did not hand out,
+//    3b); when the device then gives no page, one allocation of its key, if it has one, is taken
+//    from the other streams' fronts (3c). A front emptied for another stream's miss would miss on
+//    its own next request, take from the next front in turn, and so on, each miss a turn of the
+//    lock: so one thread's miss leaves the fronts of the threads beside it as they are while the
+//    device has room. Every front is drained before a reclaim (step 9), by trim(), and for one
+//    stream by release_stream(). So parked memory never makes a request move pages or fail; it
+//    can make a request create pages, by at most what the other fronts park (stream_front_bytes
+//    each). A miss, and a free of a block that a front did not hand out,
 //    take the lock: such a free parks the block in its stream's front. Who may reuse what is
 //    unchanged: a front serves only the stream the blocks were freed on; drained, they follow
 //    the stream caches' rules.
@@ -245,7 +247,8 @@ struct Arena::State {
   class LentChange;
 
   // The policy; all run under `lock` -------------------------------------------------------------
-  Run obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow = false, std::size_t released = 0);
+  Run obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow = false, std::size_t released = 0,
+                   bool may_reclaim = true);
   std::optional<Run> take_cached(StreamCache& c, std::size_t slots, StreamCache& requester, bool may_borrow = false);
   void give_back_lent(StreamCache& c, std::size_t first, std::size_t slots);
   bool lend_cached_large_page(StreamCache& c);
@@ -260,7 +263,7 @@ struct Arena::State {
   std::optional<Run> extend_cached_run(StreamCache& s, std::size_t slots);
   std::optional<Run> extend_cached_span(StreamCache& s, std::size_t slots);
   Run remap_behind(UncachedRun& taken, std::size_t kept, std::size_t slots, StreamCache& requester);
-  std::size_t back_and_map(PagePool::Span& span, StreamCache& s);
+  std::size_t back_and_map(PagePool::Span& span, StreamCache& s, bool may_reclaim = true);
   std::optional<PagePool::Span> take_slots(std::size_t slots);
   void unmap_own_cache(StreamCache& s, const PagePool::Span& span);
   [[nodiscard]] bool may_create(const PagePool::Span& span) const noexcept;
@@ -279,6 +282,7 @@ struct Arena::State {
   bool drain(StreamFront& f);
   bool drain_fronts();
   std::size_t release_own_parked(const StreamCache& s, std::size_t bytes);
+  [[nodiscard]] StreamFront* front_parking(std::size_t key, const StreamCache& s);
   bool release_parked_elsewhere(std::size_t key, const StreamCache& s);
   void retire_front(Stream stream);
 
@@ -514,21 +518,27 @@ Arena::State::~State() {
 /// attempts map nothing and the third maps only the pages a cached run lacks. A failure after the span was
 /// taken gives back every page it created.
 Arena::State::Run Arena::State::obtain_pages(std::size_t slots, StreamCache& s, bool may_borrow,
-                                             std::size_t released) {
+                                             std::size_t released, bool may_reclaim) {
   if (auto const run = take_cached(s, slots, s, may_borrow)) return *run;       // 1. own cache (and lent slots), as it lies
   if (auto const run = take_from_other_stream(s, slots)) return *run;       // 2. another stream's cache, after an event wait
   if (auto const run = extend_cached_run(s, slots)) return *run;            // 3. own cached run, grown in place (steps 5-10 for what it lacks)
   if (std::size_t const more = release_own_parked(s, std::max(slots * pool.page_bytes(), released))) {
-    return obtain_pages(slots, s, may_borrow, released + more);             // 3b. what the stream's front parks, then 1-3 again
+    return obtain_pages(slots, s, may_borrow, released + more, may_reclaim);  // 3b. what the stream's front parks, then 1-3 again
   }
-  if (slots <= front_pages && release_parked_elsewhere(slabs.class_count() + slots - 1, s)) {
-    return obtain_pages(slots, s, may_borrow);                              // 3c. one run another stream's front parks, then 1-3 again
-  }
+  // Another stream's front parking a run of this length is drained of it only when the device
+  // gives no page (3c, below step 8): drained at once, that front would miss on its next request of
+  // the length, take one from another front in turn, and so on, each miss a turn of the lock.
+  std::size_t const key = slabs.class_count() + slots - 1;
+  bool const parked_elsewhere = slots <= front_pages && front_parking(key, s) != nullptr;
   try {
     auto span = take_slots(slots);                                          // 4. addresses (none free: reclaim, then OutOfMemory)
-    return {back_and_map(*span, s), slots};
-  } catch (const OutOfMemory&) {  // steps 4-10 found no memory (the span gave back what it created): step 11
-    if (!may_borrow) throw;
+    return {back_and_map(*span, s, may_reclaim && !parked_elsewhere), slots};  // 5-10 (9 once nothing of the length is parked elsewhere)
+  } catch (const OutOfMemory&) {  // steps 4-10 found no memory (the span gave back what it created)
+    if (parked_elsewhere) {
+      release_parked_elsewhere(key, s);                                     // 3c. one run another stream's front parks,
+      return obtain_pages(slots, s, may_borrow, released, may_reclaim);     //     then 1-10 again
+    }
+    if (!may_borrow) throw;                                                 // 11.
     if (auto const run = take_lent_anywhere(s, slots)) return *run;       // 11. any stream's lent slots, after an event wait
     throw;
   }
@@ -562,14 +572,14 @@ bool Arena::State::may_create(const PagePool::Span& span) const noexcept {
 }
 
 /// Gathers the pages `span` lacks and maps them: pooled pages, new ones while the memory idle allows
-/// (5b), the stream's own cached pages, new ones, then everything cached.
-std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s) {
+/// (5b), the stream's own cached pages, new ones, then (`may_reclaim`) everything cached.
+std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s, bool may_reclaim) {
   span.take_pooled();                                                                // 5. pooled pages
   if (!span.complete() && may_create(span)) (span.release_idle_other_size(), span.create());  // 5b. new pages, while the memory idle stays within its share
   if (!span.complete() && s.holds_pages()) (unmap_own_cache(s, span), span.take_pooled());  // 6. own cache, unmapped after a host wait
   if (!span.complete()) span.release_idle_other_size();                             // 7. release the other page size's pool
   if (!span.complete()) span.create();                                              // 8. create
-  if (!span.complete()) (reclaim_everything(), span.release_idle_other_size(), span.take_pooled(), span.create());  // 9. wait for all, unmap all, retry
+  if (!span.complete() && may_reclaim) (reclaim_everything(), span.release_idle_other_size(), span.take_pooled(), span.create());  // 9. wait for all, unmap all, retry
   if (!span.complete()) throw_out_of_memory(span);                                  // 10. OutOfMemory (the span gives back what it created)
   return span.map();
 }
@@ -896,9 +906,18 @@ Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCac
   if (std::size_t const more = release_own_parked(s, std::max(pool.page_bytes(), released))) {
     return allocate_block(c, bytes, s, released + more);                               // 3b. what the stream's front parks, then 1-3 again
   }
-  if (release_parked_elsewhere(c, s)) return allocate_block(c, bytes, s);              // 3c. one block another stream's front parks, then 1-3 again
   if (s.fresh_slabs[c].size() == s.fresh_slabs[c].capacity()) s.fresh_slabs[c].reserve(2 * s.fresh_slabs[c].size() + 1);
-  std::size_t const slot = obtain_pages(1, s).first;                                    // 4. a new slab of one page
+  // As for runs (obtain_pages): another stream's front gives up a block of this class only when
+  // the device gives no page for a new slab.
+  bool const parked_elsewhere = front_parking(c, s) != nullptr;
+  std::size_t slot = 0;
+  try {
+    slot = obtain_pages(1, s, false, 0, !parked_elsewhere).first;                       // 4. a new slab of one page
+  } catch (const OutOfMemory&) {
+    if (!parked_elsewhere) throw;
+    release_parked_elsewhere(c, s);                                                     // 3c. one block another stream's front parks,
+    return allocate_block(c, bytes, s, released);                                       //     then 1-4 again
+  }
   UncachedRun page(*this, s, slot, 1, false);  // cached on `s` should the slab not open
   slabs.open(slot, c);
   page.commit();
@@ -1097,23 +1116,31 @@ std::size_t Arena::State::release_own_parked(const StreamCache& s, std::size_t b
   return freed;
 }
 
-/// Frees one allocation that another stream's front parks under `key` into that stream's cache,
-/// where step 2 or 3 of the request on `s` takes it after an event wait; whether there was one.
-/// Step 3c: a miss takes what it needs from the other fronts, not all they park, so that one
-/// thread's miss does not empty the fronts of the threads beside it. Looks at no more than
-/// fronts_searched fronts, the last listed, so that a miss costs the same with 40k streams known.
-bool Arena::State::release_parked_elsewhere(std::size_t key, const StreamCache& s) {
+/// A front of another stream than `s`'s that parks an allocation under `key` now, or null. Looks
+/// at no more than fronts_searched fronts, the last listed, so that a miss costs the same with 40k
+/// streams known.
+StreamFront* Arena::State::front_parking(std::size_t key, const StreamCache& s) {
   std::size_t const searched = std::min(listed_fronts.size(), fronts_searched);
   for (std::size_t i = listed_fronts.size() - searched; i < listed_fronts.size(); ++i) {
     StreamFront* const f = listed_fronts[i];
     if (f->stream == s.stream) continue;
     std::lock_guard const f_held(f->lock);
-    if (!f->parked[key].empty()) {
-      release_parked(*f, key);
-      return true;
-    }
+    if (!f->parked[key].empty()) return f;
   }
-  return false;
+  return nullptr;
+}
+
+/// Frees one allocation that another stream's front parks under `key` into that stream's cache,
+/// where step 2 or 3 of the request on `s` takes it after an event wait; whether there was one.
+/// Step 3c, once the device gives no page: a miss takes what it needs from the other fronts, not
+/// all they park, so that one thread's miss does not empty the fronts of the threads beside it.
+bool Arena::State::release_parked_elsewhere(std::size_t key, const StreamCache& s) {
+  StreamFront* const f = front_parking(key, s);
+  if (f == nullptr) return false;
+  std::lock_guard const f_held(f->lock);
+  if (f->parked[key].empty()) return false;  // its stream took it meanwhile, on the cached path
+  release_parked(*f, key);
+  return true;
 }
 
 /// Drains `stream`'s front, gives the live allocations it handed out back to the books (their

@@ -187,11 +187,15 @@ TEST_CASE("memory freed on a stream is reused on that stream at once, with no dr
 
 TEST_CASE("memory freed on one stream goes to another only through an event wait", "[arena][battery]") {
   auto memory = make_battery_memory();
-  Arena arena(memory->backend(), memory->options());
   Stream const one = memory->new_stream();
   Stream const two = memory->new_stream();
-  std::size_t const page = arena.page_bytes();
+  std::size_t const page = Arena(memory->backend(), memory->options()).page_bytes();
   for (std::size_t bytes : {std::size_t{512}, 2 * page}) {
+    // No room for more than the first allocation takes: stream two must take stream one's memory
+    // (what one's front parks goes to another stream only when the device gives no page).
+    ArenaOptions options = memory->options();
+    options.byte_limit = (bytes + page - 1) / page * page;
+    Arena arena(memory->backend(), options);
     void* p = arena.allocate(bytes, one);
     memory->write_pattern(p, pattern_bytes(bytes), 1, one);
     arena.deallocate(p, bytes, one);

@@ -111,10 +111,13 @@ TEST_CASE("with stream_cache_run_bytes, a run of pages freed on a stream is park
   CHECK(arena.stats().bytes_cached == 8 * page);
 }
 
-TEST_CASE("a miss takes one allocation of its size from another stream's front and leaves the rest parked there",
+TEST_CASE("a miss that the device cannot serve takes one allocation of its size from another stream's front and "
+          "leaves the rest parked there",
           "[arena][fronts]") {
   HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
-  Arena arena(backend, host_options());
+  ArenaOptions options = host_options();
+  options.byte_limit = 2 * page;  // the two slab pages below, no more
+  Arena arena(backend, options);
   Stream const a = stream_no(1);
   Stream const b = stream_no(2);
   std::vector<void*> blocks;
@@ -148,10 +151,48 @@ TEST_CASE("a miss takes one allocation of its size from another stream's front a
   CHECK(arena.stats().allocations.total == 8);
 }
 
+TEST_CASE("a miss that the device can serve creates memory and leaves another stream's front as it is",
+          "[arena][fronts]") {
+  // Drained for another stream's miss, a front would miss on its own next request, take from the
+  // next front in turn, and so on: with room on the device, the miss creates a page instead.
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const a = stream_no(1);
+  Stream const b = stream_no(2);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) blocks.push_back(arena.allocate(4000, a));
+  void* run = arena.allocate(2 * page, a);
+  for (void* p : blocks) arena.deallocate(p, 4000, a);
+  arena.deallocate(run, 2 * page, a);
+  ArenaStats const parked = arena.stats();
+  void* block = arena.allocate(4000, b);  // a new slab page
+  void* other_run = arena.allocate(2 * page, b);  // two new pages
+  CHECK(std::count(blocks.begin(), blocks.end(), block) == 0);
+  CHECK(other_run != run);
+  ArenaStats const after = arena.stats();
+  CHECK(after.chunks_created == parked.chunks_created + 3);
+  CHECK(after.cross_stream_reuses == 0);
+  // Everything a parked still serves a, without the arena's lock.
+  std::vector<void*> again;
+  for (int i = 0; i < 3; ++i) again.push_back(arena.allocate(4000, a));
+  void* run_again = arena.allocate(2 * page, a);
+  CHECK(arena.stats().front_allocations == 4);
+  CHECK(run_again == run);
+  for (void* p : again) CHECK(std::count(blocks.begin(), blocks.end(), p) == 1);
+  for (void* p : again) arena.deallocate(p, 4000, a);
+  arena.deallocate(run_again, 2 * page, a);
+  arena.deallocate(block, 4000, b);
+  arena.deallocate(other_run, 2 * page, b);
+  CHECK(arena.stats().bytes_requested.current == 0);
+  check_adds_up(arena.stats());
+}
+
 TEST_CASE("memory a stream's front parks reaches another stream only through the stream caches' event wait",
           "[arena][fronts]") {
   HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
-  Arena arena(backend, host_options());
+  ArenaOptions options = host_options();
+  options.byte_limit = 3 * page;  // what stream a holds below: b must take it
+  Arena arena(backend, options);
   Stream const a = stream_no(1);
   Stream const b = stream_no(2);
   void* p = arena.allocate(2 * page, a);
