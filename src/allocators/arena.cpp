@@ -311,6 +311,7 @@ struct Arena::State {
   std::vector<StreamFront*> listed_fronts;           // the fronts with `listed` set: all that may park anything
   LiveCounter requested;                             // ArenaStats::bytes_requested
   LiveCounter allocated;                             // ArenaStats::allocations
+  std::atomic<std::size_t> physical_now{0};          // pool.physical_bytes() as update_peaks() last saw it
   std::size_t requested_total = 0;                   // bytes_requested.total but the fronts' (StreamFront::served_bytes)
   std::size_t allocated_total = 0;                   // allocations.total but the fronts' (StreamFront::served)
 
@@ -1231,6 +1232,7 @@ void Arena::State::throw_out_of_memory(const PagePool::Span& span) const {
 void Arena::State::update_peaks() noexcept {
   set_current(counters.bytes_mapped, pool.mapped_bytes());
   set_current(counters.bytes_physical, pool.physical_bytes());
+  physical_now.store(pool.physical_bytes(), std::memory_order_relaxed);
 }
 
 // The public face ------------------------------------------------------------------------------
@@ -1482,6 +1484,12 @@ ArenaStats Arena::stats() const {
   std::size_t const largest = std::max(st.caches.largest_extent(), largest_parked);
   s.fragmentation = cached == 0 ? 0.0 : 1.0 - static_cast<double>(largest) / static_cast<double>(cached);
   return s;
+}
+
+ArenaPhysical Arena::physical() const noexcept {
+  State const& st = *state_;
+  return {st.physical_now.load(std::memory_order_relaxed), st.calls.calls(BackendOp::create_chunk),
+          st.calls.calls(BackendOp::release_chunk)};
 }
 
 Backend& Arena::backend() const noexcept { return state_->calls.inner(); }

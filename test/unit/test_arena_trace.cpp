@@ -779,6 +779,34 @@ class SlowGrants final : public CountingBackend {
 
 }  // namespace
 
+TEST_CASE("Arena::physical() gives stats()' physical bytes and page counts, without its lock", "[arena][stats]") {
+  HostArena h(true);
+  Arena& arena = h.arena;
+  auto* const a = reinterpret_cast<Stream>(std::uintptr_t{64});
+  auto const same = [&] {
+    ArenaStats const s = arena.stats();
+    ArenaPhysical const p = arena.physical();
+    CHECK(p.bytes == s.bytes_physical.current);
+    CHECK(p.bytes == h.backend.live_counts().bytes_physical);
+    CHECK(p.chunks_created == s.chunks_created);
+    CHECK(p.chunks_released == s.chunks_released);
+  };
+  same();
+  void* big = arena.allocate(32 * MiB + 4 * MiB, a);  // two large pages
+  void* block = arena.allocate(3000, a);             // a slab page
+  CHECK(arena.physical().bytes == 64 * MiB + 2 * MiB);
+  same();
+  arena.deallocate(block, 3000, a);
+  arena.deallocate(big, 32 * MiB + 4 * MiB, a);
+  same();
+  arena.release_stream(a);  // its cache unmapped into the pools
+  same();
+  CHECK(arena.trim() == 64 * MiB + 2 * MiB);
+  CHECK(arena.physical().bytes == 0);
+  CHECK(arena.physical().chunks_released == 3);
+  same();
+}
+
 TEST_CASE("ArenaStats adds up the time spent in the driver's calls, by call", "[arena][stats]") {
   HostBackend host({.granularity = 2 * MiB, .physical_limit = 1 * GiB});
   SlowGrants slow(host);

@@ -62,7 +62,7 @@ class ArenaAllocator final : public TraceAllocator {
     }
   }
   void deallocate(void* p, std::size_t bytes) override { arena_.deallocate(p, bytes); }
-  std::size_t held_bytes() override { return arena_.stats().bytes_physical.current; }
+  std::size_t held_bytes() override { return arena_.physical().bytes; }
   std::optional<std::size_t> exact_peak_held_bytes() override { return arena_.stats().bytes_physical.peak; }
   std::optional<ArenaStats> arena_stats() const override { return arena_.stats(); }
 

@@ -566,13 +566,13 @@ void DeviceState::count_active(std::size_t size, bool up) {
 
 void DeviceState::sample_arena() {
   if (!arena_) return;
-  cuvmm::ArenaStats const s = arena_->stats();
+  cuvmm::ArenaPhysical const p = arena_->physical();  // at every allocation: not stats(), which visits the fronts
   for (StatType t : {StatType::AGGREGATE, StatType::LARGE_POOL}) {
-    set_measured(stats_.reserved_bytes[index(t)], s.bytes_physical.current);
-    set_measured(stats_.segment[index(t)], s.chunks_created - s.chunks_released);
+    set_measured(stats_.reserved_bytes[index(t)], p.bytes);
+    set_measured(stats_.segment[index(t)], p.chunks_created - p.chunks_released);
   }
-  stats_.num_device_alloc = static_cast<std::int64_t>(s.chunks_created) - device_alloc_base_;
-  stats_.num_device_free = static_cast<std::int64_t>(s.chunks_released) - device_free_base_;
+  stats_.num_device_alloc = static_cast<std::int64_t>(p.chunks_created) - device_alloc_base_;
+  stats_.num_device_free = static_cast<std::int64_t>(p.chunks_released) - device_free_base_;
 }
 
 DeviceStats DeviceState::stats() {
