@@ -22,10 +22,9 @@
 //    device has room. Every front is drained before a reclaim (step 9), by trim(), and for one
 //    stream by release_stream(). So parked memory never makes a request move pages or fail; it
 //    can make a request create pages, by at most what the other fronts park (stream_front_bytes
-//    each). A miss, and a free of a block that a front did not hand out,
-//    take the lock: such a free parks the block in its stream's front. Who may reuse what is
-//    unchanged: a front serves only the stream the blocks were freed on; drained, they follow
-//    the stream caches' rules.
+//    each). A miss, and a free of a block that a front did not hand out, take the lock: such a
+//    free parks the block in its stream's front. Who may reuse what is unchanged: a front serves
+//    only the stream the blocks were freed on; drained, they follow the stream caches' rules.
 // This file keeps the lock, the statistics and the policy: the reclaim ladder (obtain_pages, one
 // line per attempt) and the small-block ladder (allocate_block). bytes_requested and allocations
 // are atomic counters, as the cached path counts without the lock; stats() reads each front under
@@ -47,9 +46,9 @@
 // serve, or while the memory held stays within ArenaOptions::max_idle_percent above the bytes live
 // (step 5b: a page created costs what a page moved does, and the cached runs it spares serve later
 // requests where they lie), so pages held exceed pages in use only by that share, by cached memory
-// of other streams (given back by trim() or when the device is full), partly used slabs (bytes_pinned: at most one page per live
-// small block, far less in practice; empty ones are given back as cached memory), less than one
-// small page per allocation, lent slots (at most ArenaOptions::max_lent_bytes plus one large page;
+// of other streams (given back by trim() or when the device is full), partly used slabs
+// (bytes_pinned: at most one page per live small block, far less in practice; empty ones are given
+// back as cached memory), less than one small page per allocation, lent slots (at most ArenaOptions::max_lent_bytes plus one large page;
 // any stream's lent slots serve a whole-page request before it fails, step 11), and pooled pages
 // of the other size. Only pinned and lent bytes cannot be given back while their neighbours live.
 // A request that fails gives back every page it created (PagePool::Span), so a failure never
