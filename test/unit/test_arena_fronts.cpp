@@ -7,6 +7,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -395,4 +396,51 @@ TEST_CASE("16 threads on their own streams, reusing from their fronts, keep thei
   arena.trim();
   CHECK(arena.stats().bytes_physical.current == 0);
   CHECK(backend.live_counts().chunks == 0);
+}
+
+TEST_CASE("profile: the share of requests that take the Arena's lock, by threads (prints the numbers)",
+          "[.profile_misses]") {
+  // bench_arena's threads/ pattern on the host backend (the H200's 2 MiB pages, the default
+  // options): T threads, each on its own stream, each making 20000 pairs of sizes log-uniform in
+  // [4 KiB, 4 MiB] with 16 live, the oldest freed first; three rounds on one Arena. A request its
+  // front does not serve takes the Arena's lock (ArenaStats::front_allocations counts the others).
+  for (int const threads : {1, 4, 16}) {
+    HostBackend backend({.granularity = 2 * MiB, .physical_limit = 64 * GiB});
+    Arena arena(backend);
+    std::size_t allocations = 0;
+    std::size_t from_fronts = 0;
+    for (int round = 1; round <= 3; ++round) {
+      std::vector<std::thread> running;
+      for (int t = 0; t < threads; ++t) {
+        running.emplace_back([&arena, t] {
+          Stream const s = stream_no(t + 1);
+          std::uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(t + 1);
+          std::vector<std::pair<void*, std::size_t>> live(16, {nullptr, 0});
+          for (std::size_t i = 0; i < 20000; ++i) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            int const shift = 12 + static_cast<int>(x % 11);
+            std::size_t const bytes = std::min((std::size_t{1} << shift) + (x >> 32) % (std::size_t{1} << shift), 4 * MiB);
+            auto& [p, held] = live[i % live.size()];
+            if (p != nullptr) arena.deallocate(p, held, s);
+            p = arena.allocate(bytes, s);
+            held = bytes;
+          }
+          for (auto& [p, held] : live) arena.deallocate(p, held, s);
+        });
+      }
+      for (auto& thread : running) thread.join();
+      ArenaStats const st = arena.stats();
+      std::size_t const round_allocations = st.allocations.total - allocations;
+      std::size_t const round_fronts = st.front_allocations - from_fronts;
+      allocations = st.allocations.total;
+      from_fronts = st.front_allocations;
+      std::printf("%2d threads, round %d: %.4f of the requests took the lock (%.4f over the rounds so far); "
+                  "peak physical %zu MiB\n",
+                  threads, round, 1.0 - static_cast<double>(round_fronts) / static_cast<double>(round_allocations),
+                  1.0 - static_cast<double>(from_fronts) / static_cast<double>(allocations),
+                  st.bytes_physical.peak / MiB);
+    }
+  }
 }

@@ -21,6 +21,7 @@
 #include <ostream>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -805,6 +806,64 @@ TEST_CASE("Arena::physical() gives stats()' physical bytes and page counts, with
   CHECK(arena.physical().bytes == 0);
   CHECK(arena.physical().chunks_released == 3);
   same();
+}
+
+TEST_CASE("profile: what stats() and physical() cost with blocks parked in a front (prints the numbers)",
+          "[.profile_stats_cost]") {
+  // stats() visits every front and what it parks; physical() reads three atomics. And what reading
+  // either after every allocation of the traces in CUVMM_PROFILE_TRACES costs in host time (as
+  // cuvmm_torch reads the reserved bytes), on an H200's bookkeeping with cuvmm_torch's rounding.
+  using clock = std::chrono::steady_clock;
+  auto const us_per_call = [](auto&& read, int calls) {
+    auto const start = clock::now();
+    for (int k = 0; k < calls; ++k) read();
+    return std::chrono::duration<double, std::micro>(clock::now() - start).count() / calls;
+  };
+  HostBackend host({.granularity = 2 * MiB, .physical_limit = 8 * GiB});
+  Arena arena(host);
+  for (std::size_t const blocks : {std::size_t{10}, std::size_t{1000}, std::size_t{20000}}) {
+    std::vector<void*> live;
+    for (std::size_t i = 0; i < blocks; ++i) live.push_back(arena.allocate(512 + i % 7 * 512));
+    for (std::size_t i = 0; i < blocks; ++i) arena.deallocate(live[i], 512 + i % 7 * 512);
+    std::size_t sink = 0;
+    double const stats_us = us_per_call([&] { sink += arena.stats().bytes_physical.current; }, 1000);
+    double const physical_us = us_per_call([&] { sink += arena.physical().bytes; }, 1000);
+    [[maybe_unused]] std::size_t volatile kept = sink;  // the reads are not optimized away
+    std::printf("%zu blocks freed and parked: stats() %.2f us, physical() %.3f us\n", blocks, stats_us, physical_us);
+  }
+  char const* list = std::getenv("CUVMM_PROFILE_TRACES");
+  if (list == nullptr) return;
+  std::string const paths = list;
+  for (std::size_t start = 0; start < paths.size();) {
+    std::size_t const end = std::min(paths.find(',', start), paths.size());
+    std::string const path = paths.substr(start, end - start);
+    start = end + 1;
+    std::vector<plan::TraceOp> const ops = read_rounded_trace(path, 512);
+    for (bool const whole_stats : {true, false}) {
+      test::BookkeepingBackend backend(h200_bytes);
+      Arena replayed(backend);
+      std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
+      double reading = 0;
+      std::size_t sink = 0;
+      auto const started = clock::now();
+      for (auto const& op : ops) {
+        if (op.allocate) {
+          live.emplace(op.id, std::pair{replayed.allocate(op.bytes), op.bytes});
+          auto const before = clock::now();
+          sink += whole_stats ? replayed.stats().bytes_physical.current : replayed.physical().bytes;
+          reading += std::chrono::duration<double, std::milli>(clock::now() - before).count();
+        } else if (auto const found = live.find(op.id); found != live.end()) {
+          replayed.deallocate(found->second.first, found->second.second);
+          live.erase(found);
+        }
+      }
+      double const total = std::chrono::duration<double, std::milli>(clock::now() - started).count();
+      [[maybe_unused]] std::size_t volatile kept = sink;
+      std::printf("%s: reading %s after each allocation took %.1f ms of %.1f ms of host time\n", path.c_str(),
+                  whole_stats ? "stats()" : "physical()", reading, total);
+      for (auto const& [id, entry] : live) replayed.deallocate(entry.first, entry.second);
+    }
+  }
 }
 
 TEST_CASE("ArenaStats adds up the time spent in the driver's calls, by call", "[arena][stats]") {
