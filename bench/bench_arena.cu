@@ -57,6 +57,7 @@
 #include <cuvmm/thrust_allocator.hpp>
 
 #include "bench_support.hpp"
+#include "threads_pattern.hpp"
 #include "device_runtime.hpp"
 #include "measure.hpp"
 #include "trace.hpp"
@@ -64,6 +65,9 @@
 namespace {
 
 using cuvmm::bench::Stream;
+using cuvmm::bench::churn;
+using cuvmm::bench::pairs_per_thread;
+using cuvmm::bench::thread_sizes;
 using cuvmm::plan::check_cuda;
 
 using cuvmm::GiB;
@@ -133,24 +137,6 @@ void BM_PairMalloc(benchmark::State& state) {
 
 // --- threads: mixed sizes, each thread on its own stream -------------------------------------------
 
-constexpr int live_per_thread = 16;
-constexpr int pairs_per_thread = 20000;
-
-/// The sizes thread `t` allocates: log-uniform in [4 KiB, 4 MiB], the same for every allocator.
-std::vector<std::size_t> thread_sizes(int t) {
-  std::vector<std::size_t> sizes(pairs_per_thread);
-  std::uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(t + 1);
-  for (auto& size : sizes) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    int const shift = 12 + static_cast<int>(x % 11);  // 4 KiB .. 4 MiB
-    size = (std::size_t{1} << shift) + (x >> 32) % (std::size_t{1} << shift);
-    size = std::min(size, std::size_t{4} << 20);
-  }
-  return sizes;
-}
-
 /// Runs `work(t, sizes)` on state.range(0) threads at once and counts their pairs.
 template <class Work>
 void run_threads(benchmark::State& state, Work&& work) {
@@ -163,21 +149,6 @@ void run_threads(benchmark::State& state, Work&& work) {
     for (auto& thread : running) thread.join();
   }
   state.SetItemsProcessed(state.iterations() * threads * pairs_per_thread);
-}
-
-/// One thread's pairs on `allocate(bytes)` / `release(p, bytes)`: 16 live, the oldest freed first.
-template <class Allocate, class Release>
-void churn(const std::vector<std::size_t>& sizes, Allocate&& allocate, Release&& release) {
-  std::vector<std::pair<void*, std::size_t>> live(live_per_thread, {nullptr, 0});
-  std::size_t k = 0;
-  for (std::size_t const bytes : sizes) {
-    auto& slot = live[k++ % live.size()];
-    if (slot.first != nullptr) release(slot.first, slot.second);
-    slot = {allocate(bytes), bytes};
-  }
-  for (auto& [p, bytes] : live) {
-    if (p != nullptr) release(p, bytes);
-  }
 }
 
 /// `options`: the Arena's defaults, or with no runs of pages parked (threads/arena_no_runs).

@@ -16,6 +16,8 @@
 #include <cuvmm/fault_injecting_backend.hpp>
 #include <cuvmm/host_backend.hpp>
 
+#include "threads_pattern.hpp"
+
 using namespace cuvmm;
 using Catch::Matchers::ContainsSubstring;
 
@@ -400,10 +402,10 @@ TEST_CASE("16 threads on their own streams, reusing from their fronts, keep thei
 
 TEST_CASE("profile: the share of requests that take the Arena's lock, by threads (prints the numbers)",
           "[.profile_misses]") {
-  // bench_arena's threads/ pattern on the host backend (the H200's 2 MiB pages, the default
-  // options): T threads, each on its own stream, each making 20000 pairs of sizes log-uniform in
-  // [4 KiB, 4 MiB] with 16 live, the oldest freed first; three rounds on one Arena. A request its
-  // front does not serve takes the Arena's lock (ArenaStats::front_allocations counts the others).
+  // bench_arena's threads/ pattern (bench/threads_pattern.hpp) on the host backend (the H200's
+  // 2 MiB pages, the default options): T threads, each on its own stream, three rounds on one
+  // Arena. A request its front does not serve takes the Arena's lock (ArenaStats::front_allocations
+  // counts the others).
   for (int const threads : {1, 4, 16}) {
     HostBackend backend({.granularity = 2 * MiB, .physical_limit = 64 * GiB});
     Arena arena(backend);
@@ -414,20 +416,8 @@ TEST_CASE("profile: the share of requests that take the Arena's lock, by threads
       for (int t = 0; t < threads; ++t) {
         running.emplace_back([&arena, t] {
           Stream const s = stream_no(t + 1);
-          std::uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(t + 1);
-          std::vector<std::pair<void*, std::size_t>> live(16, {nullptr, 0});
-          for (std::size_t i = 0; i < 20000; ++i) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            int const shift = 12 + static_cast<int>(x % 11);
-            std::size_t const bytes = std::min((std::size_t{1} << shift) + (x >> 32) % (std::size_t{1} << shift), 4 * MiB);
-            auto& [p, held] = live[i % live.size()];
-            if (p != nullptr) arena.deallocate(p, held, s);
-            p = arena.allocate(bytes, s);
-            held = bytes;
-          }
-          for (auto& [p, held] : live) arena.deallocate(p, held, s);
+          bench::churn(bench::thread_sizes(t), [&](std::size_t bytes) { return arena.allocate(bytes, s); },
+                       [&](void* p, std::size_t bytes) { arena.deallocate(p, bytes, s); });
         });
       }
       for (auto& thread : running) thread.join();
