@@ -13,7 +13,6 @@
 #include <cuvmm/error.hpp>
 
 #include "support/announcement.hpp"
-#include "support/node_ahead.hpp"
 
 namespace cuvmm::detail {
 
@@ -279,7 +278,12 @@ std::size_t PagePool::Span::map() {
   // into a node and the node into the map, which cannot fail.
   std::vector<decltype(pool.mapped_)::node_type> nodes;
   nodes.reserve(mappings.size());
-  for (std::size_t i = 0; i < mappings.size(); ++i) nodes.push_back(node_ahead<decltype(pool.mapped_)>(i, MappedPage{}));
+  {
+    decltype(pool.mapped_) staging;  // one for all the nodes: node_ahead would make a table per node
+    staging.reserve(mappings.size());
+    for (std::size_t i = 0; i < mappings.size(); ++i) staging.try_emplace(i);
+    for (std::size_t i = 0; i < mappings.size(); ++i) nodes.push_back(staging.extract(i));
+  }
   pool.mapped_.reserve(pool.mapped_.size() + mappings.size());
   std::size_t slot = first_;
   std::size_t i = 0;
