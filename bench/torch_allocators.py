@@ -134,14 +134,35 @@ def run_random(mode: str, seed: int, ops: int) -> dict:
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     peak_reserved = torch.cuda.max_memory_reserved()
+    calls = allocator_calls(torch, mode)
     possible = free_start - live_bytes
     largest = largest_that_fits(torch, possible + 4 * GiB)
     return {
         "workload": f"random:{seed}", "mode": mode, "seconds": seconds, "failed": failed,
         "peak_live": peak_live, "peak_reserved": peak_reserved,
         "utilization": peak_live / peak_reserved if peak_reserved else 0.0,
-        "largest_after": largest, "largest_after_share": largest / possible,
+        "largest_after": largest, "largest_after_share": largest / possible, **calls,
     }
+
+
+def allocator_calls(torch, mode: str) -> dict:
+    """What the allocator asked of the driver over the trace: for PyTorch's own allocators the segments it
+    allocated (cudaMalloc calls, or mapped pages with expandable segments) and its retries after a
+    failed cudaMalloc; for cuvmm_torch the Arena's driver calls, the time they took and the pages moved,
+    with the options it ran under (CUVMM_ARENA_CONF)."""
+    if mode != "cuvmm":
+        stats = torch.cuda.memory_stats()
+        return {"segments_allocated": stats.get("segment.all.allocated", 0),
+                "alloc_retries": stats.get("num_alloc_retries", 0)}
+    import cuvmm_torch
+
+    s = cuvmm_torch.stats()
+    seconds = {k: s[k] for k in ("create_seconds", "map_seconds", "access_seconds", "unmap_seconds",
+                                 "release_seconds")}
+    return {"arena_conf": os.environ.get("CUVMM_ARENA_CONF", ""),
+            "driver_seconds": sum(seconds.values()), **seconds,
+            **{k: s[k] for k in ("chunks_created", "chunks_released", "maps", "unmaps", "access_calls",
+                                 "pages_moved")}}
 
 
 def run_decoder(mode: str, steps: int) -> dict:

@@ -86,6 +86,7 @@ class BookkeepingBackend final : public Backend {
     ChunkHandle const handle{++next_chunk_};
     sizes_.emplace(handle.value, size);
     driver_us_ += h200_call_cost(size).create;
+    ++created_by_size_[size];
     ++counts_.chunks;
     counts_.bytes_physical += size;
     return handle;
@@ -127,6 +128,8 @@ class BookkeepingBackend final : public Backend {
 
   /// What the calls made so far would have cost on the H200, in milliseconds (h200_call_cost).
   double h200_driver_ms() const noexcept { return driver_us_ / 1000.0; }
+  /// Chunks created so far, by size in bytes.
+  const std::map<std::size_t, std::size_t>& created_by_size() const noexcept { return created_by_size_; }
 
  private:
   std::size_t device_bytes_;
@@ -135,6 +138,7 @@ class BookkeepingBackend final : public Backend {
   std::uint64_t next_chunk_ = 0;
   std::unordered_map<std::uint64_t, std::size_t> sizes_;  // chunk id -> bytes
   std::map<Address, std::size_t> mapped_;                 // address of each mapped handle -> bytes
+  std::map<std::size_t, std::size_t> created_by_size_;    // bytes -> chunks created of that size
   LiveCounts counts_;
   double driver_us_ = 0;
 };
@@ -161,6 +165,9 @@ struct ArenaReplay {
   /// What the replay's driver calls would have cost on the H200, in milliseconds (before the
   /// largest allocation was measured; 0 when the backend was not a BookkeepingBackend).
   double h200_driver_ms = 0;
+  /// Chunks the replay created, by size in bytes (before the largest allocation was measured;
+  /// empty when the backend was not a BookkeepingBackend).
+  std::map<std::size_t, std::size_t> created_by_size;
 };
 
 /// The largest request of whole pages that `arena` serves now (binary search over page counts up
@@ -247,7 +254,10 @@ inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, s
   r.stats = arena.stats();
   r.peak_physical = r.stats.bytes_physical.peak;
   r.live_at_end = requested;
-  if (bookkeeping != nullptr) r.h200_driver_ms = bookkeeping->h200_driver_ms();
+  if (bookkeeping != nullptr) {
+    r.h200_driver_ms = bookkeeping->h200_driver_ms();
+    r.created_by_size = bookkeeping->created_by_size();
+  }
   if (largest_up_to != 0) r.largest_after = largest_allocation(arena, largest_up_to);
   for (auto const& [id, entry] : live) arena.deallocate(entry.first, entry.second);
   if (points != 0) {

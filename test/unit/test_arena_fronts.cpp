@@ -411,6 +411,7 @@ TEST_CASE("profile: the share of requests that take the Arena's lock, by threads
     Arena arena(backend);
     std::size_t allocations = 0;
     std::size_t from_fronts = 0;
+    ArenaStats before{};
     for (int round = 1; round <= 3; ++round) {
       std::vector<std::thread> running;
       for (int t = 0; t < threads; ++t) {
@@ -427,10 +428,14 @@ TEST_CASE("profile: the share of requests that take the Arena's lock, by threads
       allocations = st.allocations.total;
       from_fronts = st.front_allocations;
       std::printf("%2d threads, round %d: %.4f of the requests took the lock (%.4f over the rounds so far); "
-                  "peak physical %zu MiB\n",
+                  "peak physical %zu MiB; this round's driver calls: %zu creates, %zu maps, %zu unmaps, "
+                  "%zu releases, %zu pages moved\n",
                   threads, round, 1.0 - static_cast<double>(round_fronts) / static_cast<double>(round_allocations),
                   1.0 - static_cast<double>(from_fronts) / static_cast<double>(allocations),
-                  st.bytes_physical.peak / MiB);
+                  st.bytes_physical.peak / MiB, st.chunks_created - before.chunks_created, st.maps - before.maps,
+                  st.unmaps - before.unmaps, st.chunks_released - before.chunks_released,
+                  st.pages_moved - before.pages_moved);
+      before = st;
     }
   }
 }

@@ -238,6 +238,9 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
                 static_cast<double>(r.stats.bytes_live) / MiB, static_cast<double>(r.stats.bytes_pinned) / MiB,
                 static_cast<double>(r.stats.bytes_lent) / MiB, static_cast<double>(r.stats.bytes_cached) / MiB,
                 static_cast<double>(r.stats.bytes_pooled) / MiB, static_cast<double>(r.stats.bytes_stale) / MiB);
+    std::printf("           chunks created by size:");
+    for (auto const& [bytes, count] : r.created_by_size) std::printf(" %zu of %zu MiB", count, bytes / MiB);
+    std::printf("\n");
   }
 }
 
