@@ -9,7 +9,9 @@
 //               without a GPU: --benchmark_filter=threads/arena_host; the _no_runs variants keep
 //               runs of pages out of the streams' fronts, ArenaOptions::stream_cache_run_bytes 0),
 //               cudaMallocAsync (its default pool). items_per_second counts alloc+free pairs of
-//               all threads together.
+//               all threads together after an untimed first round (the allocator warmed, as for
+//               pair/); first_round_pairs_per_second is that first round's rate. The Arena's
+//               counters: lock_share, cross_stream_reuses and maps over every round.
 //   trace/...   a random mixed-size trace (1 B to 1 GiB, tens of GiB live) replayed by cuvmm-plan's
 //               own replay (tools/cuvmm-plan/measure.hpp: replay_trace, make_arena_allocator, and
 //               device_runtime.hpp's cudaMallocAsync baseline), so the benchmark and the tool
@@ -41,6 +43,7 @@
 #include <thrust/tabulate.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -137,18 +140,37 @@ void BM_PairMalloc(benchmark::State& state) {
 
 // --- threads: mixed sizes, each thread on its own stream -------------------------------------------
 
-/// Runs `work(t, sizes)` on state.range(0) threads at once and counts their pairs.
+/// Runs `work(t, sizes)` on state.range(0) threads at once and counts their pairs. The first round
+/// is not timed: it fills the allocator (the Arena creates its pages and fills its streams' fronts,
+/// cudaMallocAsync's pool grows), as the cached pair is timed warm. Its rate, all threads together,
+/// is the counter first_round_pairs_per_second.
 template <class Work>
 void run_threads(benchmark::State& state, Work&& work) {
   auto const threads = static_cast<int>(state.range(0));
   std::vector<std::vector<std::size_t>> sizes;
   for (int t = 0; t < threads; ++t) sizes.push_back(thread_sizes(t));
-  for (auto _ : state) {
+  auto const round = [&] {
     std::vector<std::thread> running;
     for (int t = 0; t < threads; ++t) running.emplace_back([&, t] { work(t, sizes[static_cast<std::size_t>(t)]); });
     for (auto& thread : running) thread.join();
-  }
+  };
+  auto const started = std::chrono::steady_clock::now();
+  round();
+  std::chrono::duration<double> const first = std::chrono::steady_clock::now() - started;
+  for (auto _ : state) round();
   state.SetItemsProcessed(state.iterations() * threads * pairs_per_thread);
+  state.counters["first_round_pairs_per_second"] = threads * pairs_per_thread / first.count();
+}
+
+/// Over every round (the first included): the share of requests that took the Arena's lock
+/// (lock_share), memory one stream freed handed to another (cross_stream_reuses, each an event
+/// recorded and waited for on the device), and pages mapped (maps).
+void report_misses(benchmark::State& state, const cuvmm::Arena& arena) {
+  cuvmm::ArenaStats const st = arena.stats();
+  state.counters["lock_share"] =
+      1.0 - static_cast<double>(st.front_allocations) / static_cast<double>(std::max<std::size_t>(1, st.allocations.total));
+  state.counters["cross_stream_reuses"] = static_cast<double>(st.cross_stream_reuses);
+  state.counters["maps"] = static_cast<double>(st.maps);
 }
 
 /// `options`: the Arena's defaults, or with no runs of pages parked (threads/arena_no_runs).
@@ -162,6 +184,7 @@ void threads_arena(benchmark::State& state, const cuvmm::ArenaOptions& options) 
           [&](void* p, std::size_t bytes) { arena.deallocate(p, bytes, s); });
   });
   for (auto& s : streams) check_cuda(cudaStreamSynchronize(s->stream), "sync");
+  report_misses(state, arena);
   for (auto& s : streams) arena.release_stream(s->stream);
 }
 
@@ -173,6 +196,7 @@ void threads_arena_host(benchmark::State& state, const cuvmm::ArenaOptions& opti
     churn(sizes, [&](std::size_t bytes) { return arena.allocate(bytes, s); },
           [&](void* p, std::size_t bytes) { arena.deallocate(p, bytes, s); });
   });
+  report_misses(state, arena);
 }
 
 void BM_ThreadsArena(benchmark::State& state) { threads_arena(state, {}); }

@@ -338,11 +338,13 @@ def arena_threads_rows(f: Folder) -> list[list[str]]:
     cudaMallocAsync, from one run."""
     if not f.bench_arena:
         return []
-    rate = {}
+    rate, first = {}, {}
     for b in f.bench_arena["benchmarks"]:
         parts = b["name"].split("/")
         if parts[0] == "threads" and b.get("run_type") == "iteration" and not b.get("error_occurred"):
             rate[(parts[1], int(parts[2]))] = b["items_per_second"]
+            if "first_round_pairs_per_second" in b:
+                first[(parts[1], int(parts[2]))] = b["first_round_pairs_per_second"]
     counts = sorted({n for (_, n) in rate})
     one = rate.get(("arena", 1))
     rows = []
@@ -350,7 +352,10 @@ def arena_threads_rows(f: Folder) -> list[list[str]]:
         arena, pool = rate.get(("arena", n)), rate.get(("cudaMallocAsync", n))
         if arena is None or pool is None:
             continue
-        rows.append([str(n), f"{arena / 1e6:.2f}", f"{pool / 1e6:.2f}", f"{arena / one:.2f}", f"{arena / pool:.2f}"])
+        cold = [first.get((name, n)) for name in ("arena", "cudaMallocAsync")]
+        cold_text = " / ".join(f"{c / 1e6:.2f}" for c in cold) if None not in cold else "-"
+        rows.append([str(n), f"{arena / 1e6:.2f}", f"{pool / 1e6:.2f}", f"{arena / one:.2f}", f"{arena / pool:.2f}",
+                     cold_text])
     return rows
 
 
@@ -372,10 +377,12 @@ def arena_pair_rows(f: Folder) -> list[list[str]]:
 
 
 ARENA_THREADS_HEADER = ["threads", "Arena, M pairs/s", "cudaMallocAsync, M pairs/s", "Arena / Arena on 1 thread",
-                        "Arena / cudaMallocAsync"]
+                        "Arena / cudaMallocAsync", "first round, M pairs/s: Arena / cudaMallocAsync"]
 ARENA_THREADS_TEXT = ("`bench/bench_arena --benchmark_filter='^(pair|threads)/(arena|cudaMallocAsync)/'` "
                       "(`bench_arena.json`, one run): T threads, each on its own stream, each allocating and "
-                      "freeing 20000 sizes from 4 KiB to 4 MiB (16 live), on one Arena or on cudaMallocAsync:")
+                      "freeing 20000 sizes from 4 KiB to 4 MiB (16 live), on one Arena or on cudaMallocAsync, "
+                      "timed after a first round that fills the allocator (its rate in the last column; "
+                      "`-`: a run from before it was measured apart):")
 ARENA_PAIR_HEADER = ["size", "Arena ns", "cudaMallocAsync ns", "Arena / cudaMallocAsync"]
 
 
