@@ -210,6 +210,10 @@ struct ArenaStats {
   /// Allocations served by their stream's front, without the arena's lock (the cached path): of
   /// `allocations.total`, the share that threads on their own streams make without meeting.
   std::size_t front_allocations = 0;
+  /// Frees parked in their stream's front without the arena's lock: of a stream's frees, those of an
+  /// allocation that stream's front handed out (served from it, or made under the lock and of a kind
+  /// a front keeps), while the front has room.
+  std::size_t front_frees = 0;
   std::size_t reclaims = 0;             ///< cached extents (or parts of spans) unmapped to back another request
   /// Pages mapped again at another address after being taken from where they were (stitching,
   /// remapping): each costs a map and an access grant at the new address (~30 us per page on the

@@ -40,6 +40,7 @@ inline pybind11::dict arena_stats_dict(const cuvmm::ArenaStats& s) {
   d["access_seconds"] = s.access_seconds;
   d["cross_stream_reuses"] = s.cross_stream_reuses;
   d["front_allocations"] = s.front_allocations;
+  d["front_frees"] = s.front_frees;
   d["reclaims"] = s.reclaims;
   d["pages_moved"] = s.pages_moved;
   d["bytes_stale"] = s.bytes_stale;

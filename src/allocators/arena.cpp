@@ -140,6 +140,7 @@
 #include "allocators/stream_caches.hpp"
 #include "allocators/stream_fronts.hpp"
 #include "allocators/stream_order.hpp"
+#include "support/node_ahead.hpp"
 
 namespace cuvmm {
 namespace {
@@ -283,6 +284,7 @@ struct Arena::State {
   std::size_t release_own_parked(const StreamCache& s, std::size_t bytes);
   [[nodiscard]] StreamFront* front_parking(std::size_t key, const StreamCache& s);
   bool release_parked_elsewhere(std::size_t key, const StreamCache& s);
+  void hand_out_from_front(StreamCache& s, Address address, std::size_t bytes, std::size_t key) noexcept;
   void retire_front(Stream stream);
 
   // Helpers --------------------------------------------------------------------------------------
@@ -313,6 +315,7 @@ struct Arena::State {
   std::atomic<std::size_t> physical_now{0};          // pool.physical_bytes() as update_peaks() last saw it
   std::size_t requested_total = 0;                   // bytes_requested.total but the fronts' (StreamFront::served_bytes)
   std::size_t allocated_total = 0;                   // allocations.total but the fronts' (StreamFront::served)
+  std::size_t front_frees_retired = 0;               // ArenaStats::front_frees of fronts retired since
 
   ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, reclaims
   mutable std::mutex lock;
@@ -1143,6 +1146,26 @@ bool Arena::State::release_parked_elsewhere(std::size_t key, const StreamCache& 
   return true;
 }
 
+/// Records the allocation of `bytes` at `address` (key `key`), just made under the lock on `s`'s
+/// stream, as handed out by that stream's front when a front may keep it, so that its free on the
+/// stream parks it there without the lock, as the free of one the front served does. Best effort:
+/// when host memory runs out for the record, the allocation stays in the books alone and its free
+/// takes the lock.
+void Arena::State::hand_out_from_front(StreamCache& s, Address address, std::size_t bytes, std::size_t key) noexcept {
+  if (checked_key(address, bytes) != key) return;  // (not a kind a front keeps: a shared tail, lent slots)
+  try {  // two phases: every node and bucket first (nothing changes should one fail), then the inserts
+    StreamFront& f = fronts.get(s.stream);
+    auto held_node = detail::node_ahead<decltype(held)>(address, &f);
+    held.reserve(held.size() + 1);
+    std::lock_guard const f_held(f.lock);
+    auto handed_node = detail::node_ahead<decltype(f.handed)>(address, StreamFront::Handed{bytes, key});
+    f.handed.reserve(f.handed.size() + 1);
+    f.handed.insert(std::move(handed_node));  // buckets reserved: neither insert allocates
+    held.insert(std::move(held_node));
+  } catch (const std::bad_alloc&) {  // best effort: the allocation stays in the books alone
+  }
+}
+
 /// Drains `stream`'s front, gives the live allocations it handed out back to the books (their
 /// exact sizes recorded there again) and keeps the front for another stream.
 void Arena::State::retire_front(Stream stream) {
@@ -1162,6 +1185,7 @@ void Arena::State::retire_front(Stream stream) {
   f->handed.clear();
   requested_total += std::exchange(f->served_bytes, 0);  // stats() counts active fronts only
   allocated_total += std::exchange(f->served, 0);
+  front_frees_retired += std::exchange(f->freed, 0);
   f_held.unlock();  // the registry's lock comes first
   fronts.retire(*f);
 }
@@ -1316,6 +1340,7 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
     address = handout.record(bytes);
     handout.commit();
   }
+  if (key) st.hand_out_from_front(s, address, bytes, *key);
   st.requested.add(bytes);
   st.allocated.add(1);
   st.requested_total += bytes;
@@ -1350,6 +1375,7 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
         auto node = f->handed.extract(handed);
         if (f->spare_nodes.size() < f->spare_nodes.capacity()) f->spare_nodes.push_back(std::move(node));
         f->parked_bytes += key_bytes;
+        ++f->freed;
         st.requested.remove(bytes);
         st.allocated.remove(1);
         return;
@@ -1434,10 +1460,12 @@ ArenaStats Arena::stats() const {
   std::unordered_map<std::size_t, std::size_t> parked_blocks;  // slab slot → blocks parked there
   std::size_t requested_total = st.requested_total;
   std::size_t allocated_total = st.allocated_total;
+  s.front_frees = st.front_frees_retired;
   st.fronts.for_each([&](StreamFront& f) {
     std::lock_guard const f_held(f.lock);
     requested_total += f.served_bytes;
     allocated_total += f.served;
+    s.front_frees += f.freed;
     for (std::size_t k = 0; k < f.parked.size(); ++k) {
       for (Address const a : f.parked[k]) {
         if (k >= st.slabs.class_count()) {

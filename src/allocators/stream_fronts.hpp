@@ -47,6 +47,7 @@ struct StreamFront {
   std::size_t parked_bytes = 0;                      // backing bytes of everything parked
   std::size_t served = 0;                            // allocations served from `parked`, ever
   std::size_t served_bytes = 0;                      // and the bytes they asked for
+  std::size_t freed = 0;                             // frees parked without the Arena's lock, ever
 
   /// Whether the front serves `s` now (to be asked under `lock`).
   [[nodiscard]] bool serves(Stream s) const noexcept { return active && stream == s; }

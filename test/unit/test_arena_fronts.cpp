@@ -84,6 +84,39 @@ TEST_CASE("a block freed on a stream is handed out again on that stream, with ex
   CHECK(arena.stats().allocations.current == 0);
 }
 
+TEST_CASE("an allocation made under the arena's lock is freed through its stream's front, on that stream only",
+          "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  ArenaOptions options = host_options();
+  options.stream_cache_run_bytes = 4 * page;
+  Arena arena(backend, options);
+  Stream const s = stream_no(1);
+  // The first of each kind misses (nothing parked yet): made under the lock, handed out by the front.
+  void* block = arena.allocate(1000, s);
+  void* run = arena.allocate(2 * page, s);
+  void* long_run = arena.allocate(5 * page, s);  // longer than the option: no front keeps it
+  void* other = arena.allocate(1000, stream_no(2));
+  ArenaStats const made = arena.stats();
+  CHECK(made.front_allocations == 0);
+  CHECK(made.front_frees == 0);
+  CHECK_THROWS_WITH(arena.deallocate(block, 999, s), ContainsSubstring("not the size allocated"));
+  arena.deallocate(block, 1000, s);
+  arena.deallocate(run, 2 * page, s);
+  ArenaStats const freed = arena.stats();
+  // The first free lists the front (under the lock); the second is parked without it.
+  CHECK(freed.front_frees == 1);
+  arena.deallocate(long_run, 5 * page, s);
+  arena.deallocate(other, 1000, s);  // freed on another stream than its own: under the lock
+  ArenaStats const after = arena.stats();
+  CHECK(after.front_frees == 1);
+  CHECK(after.allocations.current == 0);
+  CHECK(after.bytes_live == 0);
+  check_adds_up(after);
+  CHECK(arena.allocate(1000, s) == other);  // parked last in s's front, as any block freed on s
+  CHECK(arena.stats().front_allocations == 1);
+  CHECK_THROWS_WITH(arena.deallocate(block, 1000, s), ContainsSubstring("freed twice"));
+}
+
 TEST_CASE("with stream_cache_run_bytes, a run of pages freed on a stream is parked and handed out again where it lies",
           "[arena][fronts]") {
   HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});

@@ -224,6 +224,7 @@ std::vector<ArenaStatField> arena_stats_fields(const ArenaStats& s) {
       seconds("access_seconds", s.access_seconds, "time in the access grants"),
       count("cross_stream_reuses", s.cross_stream_reuses, "memory freed on one stream handed to another"),
       count("front_allocations", s.front_allocations, "allocations served by a stream's front, without the arena's lock"),
+      count("front_frees", s.front_frees, "frees parked in their stream's front, without the arena's lock"),
       count("reclaims", s.reclaims, "cached extents unmapped to back another request"),
       count("pages_moved", s.pages_moved, "pages mapped again at another address"),
       count("bytes_stale", s.bytes_stale, "address space still mapped to pages that no longer back it"),
