@@ -946,7 +946,7 @@ void Arena::State::free_checked(Address address, std::size_t bytes, Stream strea
   }
   LiveSpan const live = span->second;
   if (live.bytes != bytes) {
-    throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
+    throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size that was allocated at " +
                                                     std::to_string(address) + " (" + std::to_string(live.bytes) + ")");
   }
   StreamCache& s = caches.get(stream);  // registered only once the free is known to be right
@@ -1007,7 +1007,7 @@ void Arena::State::free_held(Address address, std::size_t bytes, Stream stream) 
                                                       " was not allocated by this arena or was freed twice");
     }
     if (handed->second.bytes != bytes) {
-      throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
+      throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size that was allocated at " +
                                                       std::to_string(address) + " (" +
                                                       std::to_string(handed->second.bytes) + ")");
     }
@@ -1152,16 +1152,23 @@ bool Arena::State::release_parked_elsewhere(std::size_t key, const StreamCache& 
 /// when host memory runs out for the record, the allocation stays in the books alone and its free
 /// takes the lock.
 void Arena::State::hand_out_from_front(StreamCache& s, Address address, std::size_t bytes, std::size_t key) noexcept {
-  if (checked_key(address, bytes) != key) return;  // (not a kind a front keeps: a shared tail, lent slots)
-  try {  // two phases: every node and bucket first (nothing changes should one fail), then the inserts
+  // A block of the key's class always is; a run may not be (a shared tail, lent slots).
+  if (key >= slabs.class_count() && checked_key(address, bytes) != key) return;
+  try {  // what can fail first, changing nothing; the last insert cannot
     StreamFront& f = fronts.get(s.stream);
-    auto held_node = detail::node_ahead<decltype(held)>(address, &f);
-    held.reserve(held.size() + 1);
     std::lock_guard const f_held(f.lock);
-    auto handed_node = detail::node_ahead<decltype(f.handed)>(address, StreamFront::Handed{bytes, key});
+    decltype(f.handed)::node_type node;
+    if (f.spare_nodes.empty()) {
+      node = detail::node_ahead<decltype(f.handed)>(address, StreamFront::Handed{bytes, key});
+    } else {
+      node = std::move(f.spare_nodes.back());
+      f.spare_nodes.pop_back();
+      node.key() = address;
+      node.mapped() = StreamFront::Handed{bytes, key};
+    }
     f.handed.reserve(f.handed.size() + 1);
-    f.handed.insert(std::move(handed_node));  // buckets reserved: neither insert allocates
-    held.insert(std::move(held_node));
+    held.insert_or_assign(address, &f);
+    f.handed.insert(std::move(node));  // buckets reserved: allocates nothing
   } catch (const std::bad_alloc&) {  // best effort: the allocation stays in the books alone
   }
 }
@@ -1362,7 +1369,7 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
       st.fronts.forget_last();
     } else if (auto const handed = f->handed.find(address); handed != f->handed.end()) {
       if (handed->second.bytes != bytes) {
-        throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size allocated at " +
+        throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size that was allocated at " +
                                                         std::to_string(address) + " (" +
                                                         std::to_string(handed->second.bytes) + ")");
       }

@@ -79,7 +79,7 @@ TEST_CASE("a block freed on a stream is handed out again on that stream, with ex
   CHECK(after.allocations.total == 3);
   CHECK(after.bytes_live == 1024);
   check_adds_up(after);
-  CHECK_THROWS_WITH(arena.deallocate(again, 1000, s), ContainsSubstring("not the size allocated"));
+  CHECK_THROWS_WITH(arena.deallocate(again, 1000, s), ContainsSubstring("not the size that was allocated"));
   arena.deallocate(again, 900, s);
   CHECK(arena.stats().allocations.current == 0);
 }
@@ -99,7 +99,7 @@ TEST_CASE("an allocation made under the arena's lock is freed through its stream
   ArenaStats const made = arena.stats();
   CHECK(made.front_allocations == 0);
   CHECK(made.front_frees == 0);
-  CHECK_THROWS_WITH(arena.deallocate(block, 999, s), ContainsSubstring("not the size allocated"));
+  CHECK_THROWS_WITH(arena.deallocate(block, 999, s), ContainsSubstring("not the size that was allocated"));
   arena.deallocate(block, 1000, s);
   arena.deallocate(run, 2 * page, s);
   ArenaStats const freed = arena.stats();
@@ -259,7 +259,7 @@ TEST_CASE("an allocation a front handed out may be freed on another stream, whic
   REQUIRE(handed == p);
   CHECK(arena.stats().streams == 1);
   // A refused free changes nothing, not even the streams known (b is registered by the right one).
-  CHECK_THROWS_WITH(arena.deallocate(handed, 4000, b), ContainsSubstring("not the size allocated"));
+  CHECK_THROWS_WITH(arena.deallocate(handed, 4000, b), ContainsSubstring("not the size that was allocated"));
   CHECK(arena.stats().streams == 1);
   arena.deallocate(handed, 5000, b);
   CHECK_THROWS_WITH(arena.deallocate(handed, 5000, b), ContainsSubstring("freed twice"));
