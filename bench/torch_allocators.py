@@ -238,7 +238,8 @@ def summarize(results: list[dict]) -> list[dict]:
     for workload, mode in keys:
         runs = [r for r in results if r["workload"] == workload and r["mode"] == mode]
         row = {"workload": workload, "mode": mode, "repeats": len(runs)}
-        for field in ("seconds", "peak_reserved", "utilization", "largest_after", "largest_after_share", "failed"):
+        for field in ("seconds", "peak_reserved", "utilization", "largest_after", "largest_after_share", "failed",
+                      "segments_allocated", "driver_seconds", "chunks_created", "maps", "pages_moved"):
             if field in runs[0]:
                 row[field] = statistics.median(r[field] for r in runs)
         if "losses" in runs[0]:

@@ -431,7 +431,7 @@ def decode_text(f: Folder) -> str:
 TORCH_MODE_NAMES = {"default": "PyTorch's caching allocator", "expandable": "PyTorch, expandable segments",
                     "cuvmm": "cuvmm_torch (the Arena)"}
 TORCH_RANDOM_HEADER = ["trace", "allocator", "seconds", "time / PyTorch's default", "peak live / peak reserved",
-                       "largest tensor after / free memory"]
+                       "largest tensor after / free memory", "asked of the driver"]
 
 
 def torch_random_rows(f: Folder) -> list[list[str]]:
@@ -439,8 +439,21 @@ def torch_random_rows(f: Folder) -> list[list[str]]:
     if not f.torch_allocators:
         return []
     return [[f"`{r['workload']}`", TORCH_MODE_NAMES.get(r["mode"], r["mode"]), f"{r['seconds']:.3f}",
-             f"{r['time_vs_default']:.2f}", f"{r['utilization']:.3f}", f"{r['largest_after_share']:.3f}"]
+             f"{r['time_vs_default']:.2f}", f"{r['utilization']:.3f}", f"{r['largest_after_share']:.3f}",
+             driver_work(r)]
             for r in f.torch_allocators["summary"] if r["workload"].startswith("random:")]
+
+
+def driver_work(r: dict) -> str:
+    """What an allocator asked of the driver over a random trace: PyTorch's segments (cudaMalloc calls,
+    or pages mapped with expandable segments), the Arena's time in driver calls and its pages created and
+    moved; `-` for results from before they were recorded."""
+    if "driver_seconds" in r:
+        return (f"{1e3 * r['driver_seconds']:.0f} ms: {r['chunks_created']:.0f} pages created, "
+                f"{r['pages_moved']:.0f} moved")
+    if "segments_allocated" in r:
+        return f"{r['segments_allocated']:.0f} segments"
+    return "-"
 
 
 def torch_random_text(f: Folder) -> str:
