@@ -63,10 +63,13 @@ std::unique_ptr<BatteryMemory> test::make_battery_memory() {
 TEST_CASE("memory freed behind a running kernel reaches another stream only after that kernel", "[arena][gpu]") {
   require_gpu();
   init_runtime();
-  test::Stream one, two;  // made before the arena: it waits for them when it goes
-  Arena arena;
+  test::Stream one, two;  // made before the arenas: each waits for them when it goes
+  std::size_t const page = Arena{}.page_bytes();
   constexpr std::size_t bytes = 1 * MiB;
   for (bool small : {false, true}) {
+    // One page in all: stream two, which cannot have a page of its own, takes p (parked in stream
+    // one's front) once the device gives no page.
+    Arena arena({.byte_limit = page});
     std::size_t const size = small ? 4096 : bytes;
     auto* p = static_cast<std::uint32_t*>(arena.allocate(size, one.get()));
     // Stream one is still busy with p for ~50 ms when it frees it (as cudaFreeAsync allows).
@@ -88,9 +91,12 @@ TEST_CASE("memory freed on a stream that then captures a CUDA graph goes to no o
           "[arena][gpu]") {
   require_gpu();
   init_runtime();
-  test::Stream capturing, other, later[2];  // made before the arena: it waits for them when it goes
-  Arena arena;
+  test::Stream capturing, other, later[2];  // made before the arenas: each waits for them when it goes
+  std::size_t const page = Arena{}.page_bytes();
   for (bool small : {false, true}) {
+    // Two pages in all: `other` gets the second during the capture; after it, the third stream,
+    // which cannot have a page of its own, takes what the other two streams' fronts park.
+    Arena arena({.byte_limit = 2 * page});
     std::size_t const size = small ? 4096 : 1 * MiB;
     cuvmm::Stream const third = later[small ? 1 : 0].get();  // a stream with nothing cached
     auto* p = static_cast<std::uint32_t*>(arena.allocate(size, capturing.get()));
