@@ -22,7 +22,8 @@ Workloads:
   reserved), and the largest single tensor that still fits after the trace, with the trace's last live
   set held, as a share of (free device memory at the start - bytes live at the end).
 - decoder: a Hugging Face `transformers` Llama-style decoder (random initialization, nothing
-  downloaded; 24 layers of width 1024, bf16, AdamW) trained on batches of varying shape. It reports the
+  downloaded; 24 layers of width 1024, bf16, AdamW, eager attention, deterministic algorithms) trained
+  on batches of varying shape. It reports the
   time of the steps after a warm-up, the peak reserved memory, the largest tensor that fits after
   training, and the losses (which must be the same under every allocator).
 
@@ -171,9 +172,14 @@ def run_decoder(mode: str, steps: int) -> dict:
 
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    # Deterministic kernels (and the eager attention, whose backward is), so that the losses depend on
+    # the model and the data alone: with PyTorch's defaults they differ in the fourth digit between
+    # its own two allocators, as some kernels' results depend on where their memory lies.
+    torch.use_deterministic_algorithms(True, warn_only=True)
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
-                         num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=4096)
+                         num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=4096,
+                         attn_implementation="eager")
     model = LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     rng = random.Random(0)
@@ -221,6 +227,7 @@ def child_command(workload: str, mode: str, args) -> list[str]:
 def one(workload: str, mode: str, args) -> dict | None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_CUDA_ALLOC_CONF", "CUVMM_BENCH_ENABLE")}
     env.update(MODES[mode])
+    env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # cuBLAS's deterministic mode (torch.use_deterministic_algorithms)
     command = child_command(workload, mode, args)
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     for line in done.stdout.splitlines():
