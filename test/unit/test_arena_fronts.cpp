@@ -34,6 +34,13 @@ ArenaOptions host_options() {
   return o;
 }
 
+/// host_options() with runs of up to four pages parked in the fronts.
+ArenaOptions run_parking_options() {
+  ArenaOptions o = host_options();
+  o.stream_cache_run_bytes = 4 * page;
+  return o;
+}
+
 /// live + pinned + lent + cached + pooled == physical, as ArenaStats promises.
 bool adds_up(const ArenaStats& s) {
   return s.bytes_live + s.bytes_pinned + s.bytes_lent + s.bytes_cached + s.bytes_pooled == s.bytes_physical.current;
@@ -87,9 +94,7 @@ TEST_CASE("a block freed on a stream is handed out again on that stream, with ex
 TEST_CASE("an allocation made under the arena's lock is freed through its stream's front, on that stream only",
           "[arena][fronts]") {
   HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
-  ArenaOptions options = host_options();
-  options.stream_cache_run_bytes = 4 * page;
-  Arena arena(backend, options);
+  Arena arena(backend, run_parking_options());
   Stream const s = stream_no(1);
   // The first of each kind misses (nothing parked yet): made under the lock, handed out by the front.
   void* block = arena.allocate(1000, s);
@@ -120,9 +125,7 @@ TEST_CASE("an allocation made under the arena's lock is freed through its stream
 TEST_CASE("with stream_cache_run_bytes, a run of pages freed on a stream is parked and handed out again where it lies",
           "[arena][fronts]") {
   HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
-  ArenaOptions options = host_options();
-  options.stream_cache_run_bytes = 4 * page;
-  Arena arena(backend, options);
+  Arena arena(backend, run_parking_options());
   Stream const s = stream_no(1);
   void* p = arena.allocate(3 * page, s);
   arena.deallocate(p, 3 * page, s);
