@@ -310,11 +310,9 @@ struct Arena::State {
   mutable detail::StreamFronts fronts;               // per stream: freed allocations served without `lock`
   std::unordered_map<Address, StreamFront*> held;    // allocations parked or handed out by a front, and which
   std::vector<StreamFront*> listed_fronts;           // the fronts with `listed` set: all that may park anything
-  // The cached path's only writes that other threads see, on one cache line of their own: apart,
-  // or beside fields that every call reads, they would cost each call more transfers between cores.
-  alignas(64) LiveCounter requested;                 // ArenaStats::bytes_requested
+  LiveCounter requested;                             // ArenaStats::bytes_requested
   LiveCounter allocated;                             // ArenaStats::allocations
-  alignas(64) std::atomic<std::size_t> physical_now{0};  // pool.physical_bytes() as update_peaks() last saw it
+  std::atomic<std::size_t> physical_now{0};          // pool.physical_bytes() as update_peaks() last saw it
   std::size_t requested_total = 0;                   // bytes_requested.total but the fronts' (StreamFront::served_bytes)
   std::size_t allocated_total = 0;                   // allocations.total but the fronts' (StreamFront::served)
   std::size_t front_frees_retired = 0;               // ArenaStats::front_frees of fronts retired since
