@@ -441,7 +441,8 @@ TEST_CASE("profile: the share of requests that take the Arena's lock, by threads
   // bench_arena's threads/ pattern (bench/threads_pattern.hpp) on the host backend (the H200's
   // 2 MiB pages, the default options): T threads, each on its own stream, three rounds on one
   // Arena. A request its front does not serve takes the Arena's lock (ArenaStats::front_allocations
-  // counts the others).
+  // counts the others), as does a free its stream's front does not park (front_frees counts those
+  // parked; every allocation of a round is freed in it).
   for (int const threads : {1, 4, 16}) {
     HostBackend backend({.granularity = 2 * MiB, .physical_limit = 64 * GiB});
     Arena arena(backend);
@@ -464,11 +465,11 @@ TEST_CASE("profile: the share of requests that take the Arena's lock, by threads
       allocations = st.allocations.total;
       from_fronts = st.front_allocations;
       std::printf("%2d threads, round %d: %.4f of the requests took the lock (%.4f over the rounds so far); "
-                  "peak physical %zu MiB; this round's driver calls: %zu creates, %zu maps, %zu unmaps, "
-                  "%zu releases, %zu pages moved\n",
+                  "%zu of its frees took it; peak physical %zu MiB; this round's driver calls: %zu creates, %zu maps, "
+                  "%zu unmaps, %zu releases, %zu pages moved\n",
                   threads, round, 1.0 - static_cast<double>(round_fronts) / static_cast<double>(round_allocations),
                   1.0 - static_cast<double>(from_fronts) / static_cast<double>(allocations),
-                  st.bytes_physical.peak / MiB, st.chunks_created - before.chunks_created, st.maps - before.maps,
+                  round_allocations - (st.front_frees - before.front_frees), st.bytes_physical.peak / MiB, st.chunks_created - before.chunks_created, st.maps - before.maps,
                   st.unmaps - before.unmaps, st.chunks_released - before.chunks_released,
                   st.pages_moved - before.pages_moved);
       before = st;
