@@ -167,8 +167,8 @@ void run_threads(benchmark::State& state, Work&& work) {
 /// recorded and waited for on the device), and pages mapped (maps).
 void report_misses(benchmark::State& state, const cuvmm::Arena& arena) {
   cuvmm::ArenaStats const st = arena.stats();
-  state.counters["lock_share"] =
-      1.0 - static_cast<double>(st.front_allocations) / static_cast<double>(std::max<std::size_t>(1, st.allocations.total));
+  auto const allocations = static_cast<double>(std::max<std::size_t>(1, st.allocations.total));
+  state.counters["lock_share"] = 1.0 - static_cast<double>(st.front_allocations) / allocations;
   state.counters["cross_stream_reuses"] = static_cast<double>(st.cross_stream_reuses);
   state.counters["maps"] = static_cast<double>(st.maps);
 }

@@ -23,9 +23,9 @@ Workloads:
   set held, as a share of (free device memory at the start - bytes live at the end).
 - decoder: a Hugging Face `transformers` Llama-style decoder (random initialization, nothing
   downloaded; 24 layers of width 1024, bf16, AdamW, eager attention, deterministic algorithms) trained
-  on batches of varying shape. It reports the
-  time of the steps after a warm-up, the peak reserved memory, the largest tensor that fits after
-  training, and the losses (which must be the same under every allocator).
+  on batches of varying shape. It reports the time of the steps after a warm-up, the peak reserved
+  memory, the largest tensor that fits after training, and the losses (which must be the same under
+  every allocator).
 
 Reserved memory is torch.cuda.max_memory_reserved(), which cuvmm_torch reports from its Arena as
 PyTorch's allocator does. cuvmm_torch must be importable (installed, or on PYTHONPATH).

@@ -379,7 +379,8 @@ def arena_pair_rows(f: Folder) -> list[list[str]]:
 ARENA_THREADS_HEADER = ["threads", "Arena, M pairs/s", "cudaMallocAsync, M pairs/s", "Arena / Arena on 1 thread",
                         "Arena / cudaMallocAsync", "first round, M pairs/s: Arena / cudaMallocAsync"]
 ARENA_THREADS_TEXT = ("`bench/bench_arena --benchmark_filter='^(pair|threads)/(arena|arena_host|cudaMallocAsync)/'` "
-                      "(`bench_arena.json`, one run; `arena_host`, the Arena on the host backend, is in the JSON): T threads, each on its own stream, each allocating and "
+                      "(`bench_arena.json`, one run; `arena_host`, the Arena on the host backend, is in the "
+                      "JSON): T threads, each on its own stream, each allocating and "
                       "freeing 20000 sizes from 4 KiB to 4 MiB (16 live), on one Arena or on cudaMallocAsync, "
                       "timed after a first round that fills the allocator (its rate in the last column; "
                       "`-`: a run from before it was measured apart):")

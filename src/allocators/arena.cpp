@@ -946,8 +946,7 @@ void Arena::State::free_checked(Address address, std::size_t bytes, Stream strea
   }
   LiveSpan const live = span->second;
   if (live.bytes != bytes) {
-    throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size that was allocated at " +
-                                                    std::to_string(address) + " (" + std::to_string(live.bytes) + ")");
+    detail::throw_wrong_free_size(address, bytes, live.bytes);
   }
   StreamCache& s = caches.get(stream);  // registered only once the free is known to be right
   if (live.tail == 0 && !live.lent) {  // (the common case, inline)
@@ -1007,9 +1006,7 @@ void Arena::State::free_held(Address address, std::size_t bytes, Stream stream) 
                                                       " was not allocated by this arena or was freed twice");
     }
     if (handed->second.bytes != bytes) {
-      throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size that was allocated at " +
-                                                      std::to_string(address) + " (" +
-                                                      std::to_string(handed->second.bytes) + ")");
+      detail::throw_wrong_free_size(address, bytes, handed->second.bytes);
     }
     key = handed->second.key;
   }
@@ -1369,9 +1366,7 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
       st.fronts.forget_last();
     } else if (auto const handed = f->handed.find(address); handed != f->handed.end()) {
       if (handed->second.bytes != bytes) {
-        throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size that was allocated at " +
-                                                        std::to_string(address) + " (" +
-                                                        std::to_string(handed->second.bytes) + ")");
+        detail::throw_wrong_free_size(address, bytes, handed->second.bytes);
       }
       std::size_t const key = handed->second.key;
       std::size_t const key_bytes = st.key_bytes(key);

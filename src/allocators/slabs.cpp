@@ -12,6 +12,14 @@
 
 namespace cuvmm::detail {
 
+void throw_wrong_free_size(std::uintptr_t address, std::size_t bytes, std::size_t allocated,
+                           cuvmm::source_location where) {
+  throw_invalid_argument("Arena::deallocate",
+                         std::to_string(bytes) + " bytes is not the size that was allocated at " +
+                             std::to_string(address) + " (" + std::to_string(allocated) + ")",
+                         where);
+}
+
 Slabs::Slabs(std::size_t page) : page_(page) {
   std::size_t const half = page / 2;
   small_max_ = half >= min_block_bytes ? std::min(half, max_block_bytes) : 0;
@@ -80,9 +88,7 @@ std::pair<const Slabs::Slab*, std::size_t> Slabs::live_block(std::size_t slot, s
                                                     " is not a live allocation of this arena (freed twice?)");
   }
   if (bytes != slab.requested[block]) {
-    throw_invalid_argument("Arena::deallocate", std::to_string(bytes) + " bytes is not the size that was allocated at " +
-                                                    std::to_string(address) + " (" +
-                                                    std::to_string(slab.requested[block]) + ")");
+    throw_wrong_free_size(address, bytes, slab.requested[block]);
   }
   return {&slab, block};
 }

@@ -17,7 +17,14 @@
 #include <utility>
 #include <vector>
 
+#include <cuvmm/source_location.hpp>
+
 namespace cuvmm::detail {
+
+/// Refuses a free of `bytes` at `address` whose allocation asked for `allocated` bytes: cuvmm::Error
+/// (invalid_argument) from Arena::deallocate, at `where` (the check that found it).
+[[noreturn]] void throw_wrong_free_size(std::uintptr_t address, std::size_t bytes, std::size_t allocated,
+                                        cuvmm::source_location where = cuvmm::source_location::current());
 
 class Slabs {
  public:

@@ -469,9 +469,9 @@ TEST_CASE("profile: the share of requests that take the Arena's lock, by threads
                   "%zu unmaps, %zu releases, %zu pages moved\n",
                   threads, round, 1.0 - static_cast<double>(round_fronts) / static_cast<double>(round_allocations),
                   1.0 - static_cast<double>(from_fronts) / static_cast<double>(allocations),
-                  round_allocations - (st.front_frees - before.front_frees), st.bytes_physical.peak / MiB, st.chunks_created - before.chunks_created, st.maps - before.maps,
-                  st.unmaps - before.unmaps, st.chunks_released - before.chunks_released,
-                  st.pages_moved - before.pages_moved);
+                  round_allocations - (st.front_frees - before.front_frees), st.bytes_physical.peak / MiB,
+                  st.chunks_created - before.chunks_created, st.maps - before.maps, st.unmaps - before.unmaps,
+                  st.chunks_released - before.chunks_released, st.pages_moved - before.pages_moved);
       before = st;
     }
   }
