@@ -186,8 +186,12 @@ struct ArenaPhysical {
 };
 
 struct ArenaStats {
-  ArenaCounter bytes_requested;  ///< live allocations, in the bytes asked for
-  ArenaCounter allocations;      ///< live allocations, counted
+  /// Live allocations, in the bytes asked for. The peak is exact when one stream allocates (or
+  /// each stream reuses what it frees before another allocates); with several streams it may
+  /// exceed the true peak by the bytes other streams freed through their fronts and have not
+  /// allocated again since they last took the arena's lock, as threads do not meet on one counter.
+  ArenaCounter bytes_requested;
+  ArenaCounter allocations;      ///< live allocations, counted (the peak as for bytes_requested)
   ArenaCounter bytes_mapped;     ///< pages mapped: live allocations, slabs and cached free memory
   ArenaCounter bytes_physical;   ///< pages held: mapped plus pooled (unmapped, not yet released)
   ArenaCounter bytes_reserved;   ///< address space

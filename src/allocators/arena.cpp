@@ -27,9 +27,12 @@
 //    only the stream the blocks were freed on; drained, they follow the stream caches' rules.
 // This file keeps the lock, the statistics and the policy: the reclaim ladder (obtain_pages, one
 // line per attempt) and the small-block ladder (allocate_block). bytes_requested and allocations
-// are atomic counters, as the cached path counts without the lock; stats() reads each front under
-// its lock, so that it sees no cached-path operation half done, and counts parked blocks as freed
-// ones (pinned beside a live block, else their slab is cached).
+// are atomic counters (LiveCounter) that the cached path writes only when a stream allocates more
+// than it freed through its front since (frees are owed, paid by the next allocations, settled
+// under the lock), so that threads on their own streams do not meet on their cache line; stats()
+// reads each front under its lock, so that it sees no cached-path operation half done, subtracts
+// what the fronts owe, and counts parked blocks as freed ones (pinned beside a live block, else
+// their slab is cached).
 //
 // Every slot is in exactly one state: free (PagePool's free set); stale (a pooled page still
 // mapped there, PagePool's deferred unmap); reserved by a PagePool::Span during one request;
@@ -177,9 +180,15 @@ constexpr std::size_t stream_front_bytes = 64 * MiB;
 /// threads of `bench_arena --benchmark_filter=threads/`.
 constexpr std::size_t fronts_searched = 16;
 
-/// The current and peak of an ArenaCounter, which threads update without a lock (the cached path
-/// counts allocations in it); the total is kept apart, per front and under the arena's lock, as
-/// only the peak needs the sum at each moment.
+/// The current and peak of an ArenaCounter, shared by every thread (the total is kept apart, per
+/// front and under the arena's lock, as only the peak needs the sum at each moment). The cached
+/// path does not write it for each operation, which would make every thread's allocations meet on
+/// its cache line: a free parked by a front is owed (StreamFront::owed_bytes, owed_allocations),
+/// still counted here, and that front's next allocations are counted against what it owes first;
+/// only what exceeds it is added here. So `current` is the live amount plus every front's owed
+/// frees, and stats() subtracts them. The peak is recorded when `current` rises: exact when the
+/// fronts of other streams owe nothing at that moment (one stream, or streams that reuse what they
+/// free, as the lock path settles the requester's debt first); else higher by at most what they owe.
 struct LiveCounter {
   std::atomic<std::size_t> current{0};
   std::atomic<std::size_t> peak{0};
@@ -190,10 +199,22 @@ struct LiveCounter {
     while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
     }
   }
-  void remove(std::size_t n) noexcept { current.fetch_sub(n, std::memory_order_relaxed); }
-  /// With `total`, the sum of every increase.
-  [[nodiscard]] ArenaCounter load(std::size_t total) const noexcept {
-    return {current.load(std::memory_order_relaxed), peak.load(std::memory_order_relaxed), total};
+  void remove(std::size_t n) noexcept {
+    if (n != 0) current.fetch_sub(n, std::memory_order_relaxed);
+  }
+  /// An allocation of `n` on a front that owes `owed`: paid from the debt first, only the rest added.
+  void add_against(std::size_t n, std::size_t& owed) noexcept {
+    if (owed >= n) {
+      owed -= n;
+      return;
+    }
+    add(n - std::exchange(owed, 0));
+  }
+  /// With `total`, the sum of every increase, and `owed`, what the fronts owe (read before `current`:
+  /// with threads on their fronts meanwhile, the result may be a few operations off).
+  [[nodiscard]] ArenaCounter load(std::size_t total, std::size_t owed) const noexcept {
+    std::size_t const now = current.load(std::memory_order_relaxed);
+    return {now > owed ? now - owed : 0, peak.load(std::memory_order_relaxed), total};
   }
 };
 
@@ -286,6 +307,10 @@ struct Arena::State {
   bool release_parked_elsewhere(std::size_t key, const StreamCache& s);
   void hand_out_from_front(StreamCache& s, Address address, std::size_t bytes, std::size_t key) noexcept;
   void retire_front(Stream stream);
+  /// Takes what `f` owes off the live counters (LiveCounter). Under the lock and `f`'s.
+  void settle(StreamFront& f) noexcept;
+  /// settle() for `stream`'s front, if it has one. Under the lock.
+  void settle_front(Stream stream);
 
   // Helpers --------------------------------------------------------------------------------------
   void wait_for(StreamCache& s);  // blocks until the work queued on `s` so far is done
@@ -1170,6 +1195,18 @@ void Arena::State::hand_out_from_front(StreamCache& s, Address address, std::siz
   }
 }
 
+void Arena::State::settle(StreamFront& f) noexcept {
+  requested.remove(std::exchange(f.owed_bytes, 0));
+  allocated.remove(std::exchange(f.owed_allocations, 0));
+}
+
+void Arena::State::settle_front(Stream stream) {
+  if (StreamFront* const f = fronts.registered(stream)) {
+    std::lock_guard const f_held(f->lock);
+    if (f->serves(stream)) settle(*f);
+  }
+}
+
 /// Drains `stream`'s front, gives the live allocations it handed out back to the books (their
 /// exact sizes recorded there again) and keeps the front for another stream.
 void Arena::State::retire_front(Stream stream) {
@@ -1187,6 +1224,7 @@ void Arena::State::retire_front(Stream stream) {
     held.erase(address);
   }
   f->handed.clear();
+  settle(*f);
   requested_total += std::exchange(f->served_bytes, 0);  // stats() counts active fronts only
   allocated_total += std::exchange(f->served, 0);
   front_frees_retired += std::exchange(f->freed, 0);
@@ -1307,8 +1345,8 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
         f->parked_bytes -= st.key_bytes(*key);
         f->served_bytes += bytes;
         ++f->served;
-        st.requested.add(bytes);
-        st.allocated.add(1);
+        st.requested.add_against(bytes, f->owed_bytes);
+        st.allocated.add_against(1, f->owed_allocations);
         return reinterpret_cast<void*>(address);
       }
     }
@@ -1318,6 +1356,7 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
     State& st;
     ~RefreshMappedBytes() { st.update_peaks(); }
   } const refresh{st};
+  st.settle_front(stream);  // first: the peak below counts nothing this stream freed (LiveCounter)
   StreamCache& s = st.caches.get(stream);
   Address address = 0;
   if (auto const c = st.slabs.class_for(bytes, alignment)) {
@@ -1378,8 +1417,8 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
         if (f->spare_nodes.size() < f->spare_nodes.capacity()) f->spare_nodes.push_back(std::move(node));
         f->parked_bytes += key_bytes;
         ++f->freed;
-        st.requested.remove(bytes);
-        st.allocated.remove(1);
+        f->owed_bytes += bytes;  // the live counters are settled later (LiveCounter)
+        ++f->owed_allocations;
         return;
       }
     }
@@ -1462,11 +1501,15 @@ ArenaStats Arena::stats() const {
   std::unordered_map<std::size_t, std::size_t> parked_blocks;  // slab slot → blocks parked there
   std::size_t requested_total = st.requested_total;
   std::size_t allocated_total = st.allocated_total;
+  std::size_t owed_bytes = 0;
+  std::size_t owed_allocations = 0;
   s.front_frees = st.front_frees_retired;
   st.fronts.for_each([&](StreamFront& f) {
     std::lock_guard const f_held(f.lock);
     requested_total += f.served_bytes;
     allocated_total += f.served;
+    owed_bytes += f.owed_bytes;
+    owed_allocations += f.owed_allocations;
     s.front_frees += f.freed;
     for (std::size_t k = 0; k < f.parked.size(); ++k) {
       for (Address const a : f.parked[k]) {
@@ -1483,8 +1526,8 @@ ArenaStats Arena::stats() const {
   std::size_t parked_slabs = 0;  // slabs whose every live block is parked
   for (auto const& [slot, blocks] : parked_blocks) parked_slabs += blocks == st.slabs.in_use(slot) ? 1 : 0;
   s.front_allocations = allocated_total - st.allocated_total;
-  s.bytes_requested = st.requested.load(requested_total);
-  s.allocations = st.allocated.load(allocated_total);
+  s.bytes_requested = st.requested.load(requested_total, owed_bytes);
+  s.allocations = st.allocated.load(allocated_total, owed_allocations);
   s.chunks_created = st.calls.calls(BackendOp::create_chunk);
   s.chunks_released = st.calls.calls(BackendOp::release_chunk);
   s.maps = st.calls.calls(BackendOp::map);

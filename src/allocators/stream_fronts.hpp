@@ -2,8 +2,9 @@
 //
 // Owns: one StreamFront per stream that freed memory into one (its own mutex; the blocks and runs
 //   of whole pages it keeps, "parked", per key: a size class, or a number of small pages up to
-//   max_pages; the allocations it handed out and that are live now, with their exact size), a
-//   registry from stream handle to front, and a per-thread memory of the last front looked up.
+//   max_pages; the allocations it handed out and that are live now, with their exact size; the
+//   frees it parked that the Arena's live counters still count, `owed`), a registry from stream
+//   handle to front, and a per-thread memory of the last front looked up.
 // Invariants: a parked or handed address is, in the Arena's own books (live spans, slabs), a live
 //   allocation held by exactly one front (the Arena's `held` map says which); its recorded size
 //   there is stale while it is handed: the front's record is the one a free is checked against.
@@ -48,6 +49,12 @@ struct StreamFront {
   std::size_t served = 0;                            // allocations served from `parked`, ever
   std::size_t served_bytes = 0;                      // and the bytes they asked for
   std::size_t freed = 0;                             // frees parked without the Arena's lock, ever
+  // Frees parked without the Arena's lock are not taken off its shared live counters at once: they
+  // are owed, and this front's next cached-path allocations are counted against them first (so a
+  // thread that frees and allocates on its own stream writes no shared counter). The Arena settles
+  // them under its lock.
+  std::size_t owed_bytes = 0;                        // bytes (as requested) freed here and still counted live
+  std::size_t owed_allocations = 0;                  // and those allocations
 
   /// Whether the front serves `s` now (to be asked under `lock`).
   [[nodiscard]] bool serves(Stream s) const noexcept { return active && stream == s; }

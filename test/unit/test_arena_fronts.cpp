@@ -91,6 +91,77 @@ TEST_CASE("a block freed on a stream is handed out again on that stream, with ex
   CHECK(arena.stats().allocations.current == 0);
 }
 
+TEST_CASE("a free parked by a front is owed to the live counters: paid by the stream's next allocations, settled "
+          "under the lock first, so the peak stays exact on one stream",
+          "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const s = stream_no(1);
+  void* a = arena.allocate(1000, s);
+  void* b = arena.allocate(1000, s);
+  arena.deallocate(a, 1000, s);  // lists the front, under the lock
+  arena.deallocate(b, 1000, s);  // parked without the lock: owed
+  CHECK(arena.stats().front_frees == 1);
+  CHECK(arena.stats().bytes_requested.current == 0);
+  CHECK(arena.stats().allocations.current == 0);
+
+  // A request the front does not keep takes the lock, which settles what the front owes first:
+  // the peak is the bytes live, not those plus the free still owed.
+  void* run = arena.allocate(3 * page, s);
+  ArenaStats const after_run = arena.stats();
+  CHECK(after_run.bytes_requested.current == 3 * page);
+  CHECK(after_run.bytes_requested.peak == 3 * page);
+  CHECK(after_run.allocations.peak == 2);
+
+  // The run's pages were made after the front gave back what it parked: the next block misses (its
+  // free is parked without the lock, the front still listed). Then cached pairs: the second allocation pays from what the
+  // free before it owes; the counters stay exact and the peak does not move.
+  void* c = arena.allocate(1000, s);
+  CHECK(arena.stats().bytes_requested.peak == 3 * page + 1000);
+  arena.deallocate(c, 1000, s);
+  void* d = arena.allocate(900, s);  // from the front, nothing owed: counted
+  arena.deallocate(d, 900, s);       // owed
+  void* e = arena.allocate(800, s);  // paid from what is owed
+  CHECK(d == c);
+  CHECK(e == c);
+  ArenaStats const paired = arena.stats();
+  CHECK(paired.front_allocations == 2);
+  CHECK(paired.front_frees == 3);  // b, c and d
+  CHECK(paired.bytes_requested.current == 3 * page + 800);
+  CHECK(paired.bytes_requested.peak == 3 * page + 1000);
+  CHECK(paired.allocations.current == 2);
+  CHECK(paired.allocations.peak == 2);
+  CHECK(paired.bytes_requested.total == 2000 + 3 * page + 2700);
+  CHECK(paired.allocations.total == 6);
+  arena.deallocate(e, 800, s);
+  arena.deallocate(run, 3 * page, s);
+  CHECK(arena.stats().bytes_requested.current == 0);
+  CHECK(arena.stats().allocations.current == 0);
+}
+
+TEST_CASE("what another stream's front owes can raise the recorded peak by at most that much, and release_stream "
+          "settles it",
+          "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const s1 = stream_no(1);
+  Stream const s2 = stream_no(2);
+  void* a = arena.allocate(1000, s1);
+  void* b = arena.allocate(1000, s1);
+  arena.deallocate(a, 1000, s1);
+  arena.deallocate(b, 1000, s1);  // owed by s1's front
+  void* run = arena.allocate(3 * page, s2);
+  ArenaStats const s = arena.stats();
+  CHECK(s.bytes_requested.current == 3 * page);
+  CHECK(s.bytes_requested.peak >= 3 * page);
+  CHECK(s.bytes_requested.peak <= 3 * page + 1000);
+  arena.release_stream(s1);
+  CHECK(arena.stats().bytes_requested.current == 3 * page);
+  arena.deallocate(run, 3 * page, s2);
+  CHECK(arena.stats().bytes_requested.current == 0);
+  CHECK(arena.stats().allocations.current == 0);
+}
+
 TEST_CASE("an allocation made under the arena's lock is freed through its stream's front, on that stream only",
           "[arena][fronts]") {
   HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
