@@ -41,6 +41,15 @@ ArenaOptions run_parking_options() {
   return o;
 }
 
+/// Two blocks of 1000 B made on `s` and freed there: the first free lists the stream's front (under
+/// the lock), the second is parked without the lock, so the front owes 1000 B to the live counters.
+void owe_a_free(Arena& arena, Stream s) {
+  void* a = arena.allocate(1000, s);
+  void* b = arena.allocate(1000, s);
+  arena.deallocate(a, 1000, s);
+  arena.deallocate(b, 1000, s);
+}
+
 /// live + pinned + lent + cached + pooled == physical, as ArenaStats promises.
 bool adds_up(const ArenaStats& s) {
   return s.bytes_live + s.bytes_pinned + s.bytes_lent + s.bytes_cached + s.bytes_pooled == s.bytes_physical.current;
@@ -97,10 +106,7 @@ TEST_CASE("a free parked by a front is owed to the live counters: paid by the st
   HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
   Arena arena(backend, host_options());
   Stream const s = stream_no(1);
-  void* a = arena.allocate(1000, s);
-  void* b = arena.allocate(1000, s);
-  arena.deallocate(a, 1000, s);  // lists the front, under the lock
-  arena.deallocate(b, 1000, s);  // parked without the lock: owed
+  owe_a_free(arena, s);
   CHECK(arena.stats().front_frees == 1);
   CHECK(arena.stats().bytes_requested.current == 0);
   CHECK(arena.stats().allocations.current == 0);
@@ -146,10 +152,7 @@ TEST_CASE("what another stream's front owes can raise the recorded peak by at mo
   Arena arena(backend, host_options());
   Stream const s1 = stream_no(1);
   Stream const s2 = stream_no(2);
-  void* a = arena.allocate(1000, s1);
-  void* b = arena.allocate(1000, s1);
-  arena.deallocate(a, 1000, s1);
-  arena.deallocate(b, 1000, s1);  // owed by s1's front
+  owe_a_free(arena, s1);
   void* run = arena.allocate(3 * page, s2);
   ArenaStats const s = arena.stats();
   CHECK(s.bytes_requested.current == 3 * page);
