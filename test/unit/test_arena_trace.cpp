@@ -244,6 +244,75 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
   }
 }
 
+TEST_CASE("profile: requests of 256 MiB and more on an Arena of 32 and 256 MiB pages beside the default one "
+          "(prints the numbers)",
+          "[.profile_split]") {
+  // What larger pages for large requests would save, before the Arena has a third page size: the
+  // traces of "[.profile_csv]" (CUVMM_PROFILE_TRACES, same rounding) split by request size between
+  // an Arena with the defaults and one whose pages are 32 MiB and large pages 256 MiB, on one
+  // bookkeeping device; a request the device cannot serve trims the other Arena and is tried again.
+  // "Largest after" is the largest request the second Arena serves once the first is trimmed.
+  char const* list = std::getenv("CUVMM_PROFILE_TRACES");
+  if (list == nullptr) SKIP("CUVMM_PROFILE_TRACES names no trace");
+  constexpr std::size_t threshold = 256 * MiB;
+  for (std::size_t const idle : {std::size_t{5}, std::size_t{30}, std::size_t{100}}) {
+    std::printf("max_idle_percent %zu in both:\n", idle);
+    std::string const paths = list;
+    for (std::size_t start = 0; start < paths.size();) {
+      std::size_t const end = std::min(paths.find(',', start), paths.size());
+      std::string const path = paths.substr(start, end - start);
+      start = end + 1;
+      test::BookkeepingBackend backend(h200_bytes);
+      Arena small(backend, {.max_idle_percent = idle});
+      Arena big(backend, {.page_bytes = 32 * MiB, .large_page_bytes = 256 * MiB, .max_idle_percent = idle});
+      auto const arena_for = [&](std::size_t bytes) -> Arena& { return bytes >= threshold ? big : small; };
+      std::vector<plan::TraceOp> const ops = path == "plan:quick"  ? test::gpu_quick_trace()
+                                             : path == "plan:full" ? test::gpu_full_trace()
+                                                                   : read_rounded_trace(path, 512);
+      std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
+      std::size_t requested = 0;
+      std::size_t peak_requested = 0;
+      std::size_t peak_physical = 0;
+      std::size_t failed = 0;
+      for (auto const& op : ops) {
+        if (op.allocate) {
+          Arena& arena = arena_for(op.bytes);
+          void* p = nullptr;
+          try {
+            p = arena.allocate(op.bytes, nullptr);
+          } catch (const OutOfMemory&) {
+            (&arena == &big ? small : big).trim();
+            try {
+              p = arena.allocate(op.bytes, nullptr);
+            } catch (const OutOfMemory&) {
+              ++failed;
+              continue;
+            }
+          }
+          live[op.id] = {p, op.bytes};
+          requested += op.bytes;
+        } else if (auto const it = live.find(op.id); it != live.end()) {
+          arena_for(it->second.second).deallocate(it->second.first, it->second.second, nullptr);
+          requested -= it->second.second;
+          live.erase(it);
+        }
+        peak_requested = std::max(peak_requested, requested);
+        peak_physical = std::max(peak_physical, backend.live_counts().bytes_physical);
+      }
+      double const driver_ms = backend.h200_driver_ms();
+      std::map<std::size_t, std::size_t> const created = backend.created_by_size();
+      small.trim();
+      std::size_t const largest = test::largest_allocation(big, h200_bytes);
+      std::printf("%-22s ~%.0f ms of driver calls on an H200, peak requested / peak physical %.4f, %zu failed, "
+                  "largest after %.4f; chunks created:",
+                  path.c_str(), driver_ms, static_cast<double>(peak_requested) / static_cast<double>(peak_physical),
+                  failed, static_cast<double>(largest) / static_cast<double>(h200_bytes - requested));
+      for (auto const& [bytes, count] : created) std::printf(" %zu of %zu MiB", count, bytes / MiB);
+      std::printf("\n");
+    }
+  }
+}
+
 // --- the reuse rules, each on its own (host backend, the H200's 2 MiB pages and 32 MiB large pages) ----
 
 namespace {
@@ -1258,3 +1327,4 @@ TEST_CASE("after cuvmm-plan's H200 full trace the largest allocation that succee
   CHECK(r.failed == 0);
   CHECK(static_cast<double>(r.largest_after) / static_cast<double>(h200_bytes - r.live_at_end) >= 0.985);
 }
+
