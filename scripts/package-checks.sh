@@ -15,8 +15,10 @@
 #               (g++ programs run on the host backend, nvcc compiles)
 #   rmm         test/rmm/rmm_consumer.cu compiled and linked against the librmm-cu13 wheel into
 #               build-consumer/rmm (with the libraries it loads in build-consumer/rmm/lib); run
-#               there too: without a GPU it reports SKIPPED; and test/rmm/rmm_arena_resource_host.cpp
-#               (cuvmm::RmmArenaResource on the host backend), compiled with g++ and run
+#               there too: without a GPU it reports SKIPPED; test/rmm/rmm_arena_resource_host.cpp
+#               (cuvmm::RmmArenaResource on the host backend), compiled with g++ and run; and
+#               cuvmm-plan built with -Drmm_root (RMM's pool and arena as trace peers) in
+#               build-consumer/rmm/plan, its test of those replays run (SKIPPED without a GPU)
 # Usage: bash scripts/package-checks.sh STEP...   Each step prints a line or two; a failing step
 # prints the end of its log (the whole log stays in build-consumer/logs). Exit status: non-zero if
 # any step failed.
@@ -200,6 +202,16 @@ step_rmm() {
   "$dir/rmm_consumer" >"$logs/rmm-run.log" 2>&1
   rc=$?
   sed 's/^/  /' "$logs/rmm-run.log" | tail -n 15
+  [ $rc -eq 0 ] || [ $rc -eq 77 ] || return 1
+  # cuvmm-plan with RMM's pool and arena resources as trace peers (-Drmm_root): built, and its
+  # test of those replays run (on a GPU; SKIPPED without one).
+  quiet rmm-plan-setup meson setup --wipe "$dir/plan" -Drmm_root="$wheels" -Dtests=enabled -Dgpu_tests=enabled \
+    -Dbenchmarks=disabled -Dmpi=disabled -Dnccl=disabled -Dgpu_architectures=90 -Dtest_gpu_architectures=90 &&
+    quiet rmm-plan-compile meson compile -C "$dir/plan" cuvmm-plan tools_plan_device || return 1
+  echo "rmm: cuvmm-plan built with RMM's pool and arena resources (build-consumer/rmm/plan)"
+  "$dir/plan/test/tools/tools_plan_device" "[rmm]" >"$logs/rmm-plan-run.log" 2>&1
+  rc=$?
+  sed 's/^/  /' "$logs/rmm-plan-run.log" | tail -n 3
   [ $rc -eq 0 ] || [ $rc -eq 77 ]
 }
 

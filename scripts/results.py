@@ -40,6 +40,8 @@ ALLOCATOR_NAMES = {
     "cuvmm_arena": "`cuvmm::Arena`",
     "cudaMallocAsync": "cudaMallocAsync (a pool that keeps what it was given)",
     "cudaMalloc": "cudaMalloc / cudaFree",
+    "rmm_pool": "RMM's `pool_memory_resource` (grown from empty)",
+    "rmm_arena": "RMM's `arena_memory_resource` (its default size)",
     "pytorch": "PyTorch's caching allocator",
     "pytorch_expandable_segments": "PyTorch, expandable segments",
     "pytorch_cuvmm_plugin": "PyTorch through cuvmm (`cuvmm_torch`)",

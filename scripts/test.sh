@@ -126,7 +126,7 @@ step "consumer via CMake (find_package(cuvmm CONFIG))" package cmake
 step "consumer via subproject" package subproject
 step "consumer with clang++-14 against the g++-built library" package clang
 step "cuda::mr adapter with the toolkit's CCCL and the newest CCCL wheel" package cccl
-step "RMM 26 consumer (librmm-cu13 wheel): compile, link, run (SKIPPED without a GPU)" package rmm
+step "RMM 26 consumer and cuvmm-plan with RMM (librmm-cu13 wheel): compile, link, run (SKIPPED without a GPU)" package rmm
 # PyTorch: the plain plug-in's RUNPATH; the cuvmm_torch wheel built as users build it (pip, meson-python,
 # against torch 2.11 in a fresh venv under build-torch/), installed into another fresh venv and with
 # --target and --prefix, its package and host-backend checks there (test/torch/run_cpu_tests.sh).

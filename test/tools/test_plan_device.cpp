@@ -2,14 +2,17 @@
 // without one): copy-and-grow (cudaMalloc and cudaMallocAsync) and thrust::device_vector keep
 // every byte and count their copies and peak exactly, a preallocated buffer stops at its capacity,
 // fills land in the growable buffer in place, and cudaMallocAsync / cudaMalloc replay a trace
-// holding at least what it asked for. Strategies are made by name; without a GPU only the growable
-// ones can be (that case runs everywhere).
+// holding at least what it asked for, as do RMM's pool and arena resources when cuvmm-plan is built
+// with RMM (else making one says how to build it: that case runs everywhere). Strategies are made by
+// name; without a GPU only the growable ones can be (that case runs everywhere too).
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <new>
+#include <string>
 #include <vector>
 
 #include <cuvmm/cuda_backend.hpp>
@@ -20,6 +23,7 @@
 #include "gpu.hpp"
 #include "measure.hpp"
 #include "report.hpp"
+#include "rmm_replay.hpp"
 
 using namespace cuvmm;
 using namespace cuvmm::plan;
@@ -203,4 +207,43 @@ TEST_CASE("an allocation the device cannot hold is a failed allocation, not an e
   CHECK_THROWS_AS(vector->append(too_much), std::bad_alloc);
   CHECK(vector->chunks() == 0);
   CHECK_THROWS_AS(session.preallocated(too_much), std::bad_alloc);
+}
+
+TEST_CASE("RMM's pool and arena replay a trace holding at least what it asked for, and fail what the device cannot hold",
+          "[plan][gpu][rmm]") {
+  if (!rmm_replay_built()) SKIP("cuvmm-plan was built without RMM (-Drmm_root)");
+  cuvmm::test::require_gpu();
+  DeviceRuntimeSession session;
+  std::size_t free = 0, total = 0;
+  check_cuda(cudaMemGetInfo(&free, &total));
+  Trace trace;
+  trace.ops = {{true, 0, 3 * MiB}, {true, 1, 5 * MiB}, {false, 0, 3 * MiB}, {true, 2, 1000}, {false, 1, 5 * MiB},
+               {true, 3, 2 * total}, {false, 2, 1000}};
+  for (RmmResource const which : {RmmResource::pool, RmmResource::arena}) {
+    std::string const name(rmm_replay_name(which));
+    INFO(name);
+    auto allocator = make_rmm_allocator(which, session.stream());
+    ReplayResult const r = replay_trace(name, *allocator, trace, 100);
+    CHECK(r.allocator == name);
+    CHECK(r.ops == 7);
+    CHECK(r.failed_allocations == 1);  // twice the device: rmm::out_of_memory, a failed allocation
+    CHECK(r.peak_requested_bytes == 8 * MiB);
+    CHECK(r.peak_held_bytes >= 8 * MiB);
+    REQUIRE(r.timeline.size() == 7);
+    CHECK(r.timeline[1].held_bytes >= 8 * MiB);
+    CHECK_FALSE(r.arena_stats.has_value());
+  }
+}
+
+TEST_CASE("without RMM, an RMM replay is refused with how to build it", "[plan]") {
+  if (rmm_replay_built()) SKIP("cuvmm-plan was built with RMM");
+  CHECK(rmm_replay_name(RmmResource::pool) == "rmm_pool");
+  CHECK(rmm_replay_name(RmmResource::arena) == "rmm_arena");
+  try {
+    (void)make_rmm_allocator(RmmResource::pool, nullptr);
+    FAIL("no Unsupported");
+  } catch (const Unsupported& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::ContainsSubstring("-Drmm_root"));
+    CHECK_THAT(e.what(), Catch::Matchers::ContainsSubstring("rmm_pool"));
+  }
 }

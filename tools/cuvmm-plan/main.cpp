@@ -47,6 +47,7 @@
 #include "measure.hpp"
 #include "progress.hpp"
 #include "report.hpp"
+#include "rmm_replay.hpp"
 #include "trace_csv.hpp"
 
 extern char** environ;
@@ -710,8 +711,8 @@ void measure_trace_phase(Machine& machine, const Trace& trace, const Prepared& p
     m.replays.push_back(replay_trace("cuvmm_arena", *arena, trace, timeline_points));
   }
   if (!machine.device) {
-    m.notes.push_back("host backend: no GPU, so no cudaMalloc, cudaMallocAsync, thrust, copy-and-grow or PyTorch "
-                      "baselines");
+    m.notes.push_back("host backend: no GPU, so no cudaMalloc, cudaMallocAsync, RMM, thrust, copy-and-grow or "
+                      "PyTorch baselines");
     return;
   }
   progress.step("trace replay on cudaMallocAsync");
@@ -723,6 +724,17 @@ void measure_trace_phase(Machine& machine, const Trace& trace, const Prepared& p
   {
     auto plain = machine.device->cuda_malloc();
     m.replays.push_back(replay_trace("cudaMalloc", *plain, trace, timeline_points));
+  }
+  if (rmm_replay_built()) {
+    for (RmmResource const which : {RmmResource::pool, RmmResource::arena}) {
+      std::string const name(rmm_replay_name(which));
+      progress.step("trace replay on " + name);
+      auto rmm = make_rmm_allocator(which, machine.device->stream());
+      m.replays.push_back(replay_trace(name, *rmm, trace, timeline_points));
+    }
+  } else {
+    m.notes.push_back("RMM's pool and arena resources: not replayed, as cuvmm-plan was built without RMM "
+                      "(configure with -Drmm_root=DIR, DIR holding `pip install --target DIR librmm-cu13`)");
   }
   if (prepared.torch) {
     progress.step(prepared.torch_plugin.empty()
