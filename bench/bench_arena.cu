@@ -13,14 +13,15 @@
 //               pair/); first_round_pairs_per_second is that first round's rate. The Arena's
 //               counters: lock_share, cross_stream_reuses and maps over every round.
 //   trace/...   a random mixed-size trace (1 B to 1 GiB, tens of GiB live) replayed by cuvmm-plan's
-//               own replay (tools/cuvmm-plan/measure.hpp: replay_trace, make_arena_allocator, and
-//               device_runtime.hpp's cudaMallocAsync baseline), so the benchmark and the tool
-//               measure the same thing. Counters: utilization = peak bytes live / peak bytes the
+//               own replay (tools/cuvmm-plan/measure.hpp: replay_trace, make_arena_allocator,
+//               device_runtime.hpp's cudaMallocAsync baseline, and rmm_replay.hpp's RMM pool and
+//               arena resources, trace/rmm_pool and trace/rmm_arena, when built with -Drmm_root), so
+//               the benchmark and the tool measure the same thing. Counters: utilization = peak bytes live / peak bytes the
 //               allocator held, mean_utilization over the replay, replay_s (allocator calls only).
 //               By default the trace of cuvmm-plan's full profile on a GPU (10000 allocations,
 //               40 GiB live, seed 1234); PyTorch's caching allocator replays the same trace in
-//               tools/cuvmm-plan/torch_trace.py. trace/arena is the default (whole large pages,
-//               tails lent); trace/arena_small_tails has ArenaOptions::share_large_page_tails off;
+//               tools/cuvmm-plan/torch_trace.py. trace/arena has the Arena's defaults (Arg: its
+//               page size); trace/arena_small_tails has ArenaOptions::share_large_page_tails off;
 //               trace/arena_max_lent has ArenaOptions::max_lent_bytes at Arg thousandths of the
 //               device's memory (0: nothing lent), the time side of the frontier that
 //               `unit_arena_trace "[.profile_lent]"` prints from the bookkeeping replay;
@@ -63,6 +64,7 @@
 #include "threads_pattern.hpp"
 #include "device_runtime.hpp"
 #include "measure.hpp"
+#include "rmm_replay.hpp"
 #include "trace.hpp"
 
 namespace {
@@ -296,6 +298,25 @@ void BM_TraceMallocAsync(benchmark::State& state) {
     report_replay(state, cuvmm::plan::replay_trace("cudaMallocAsync", *async, trace(), timeline_points));
   }
 }
+
+/// The trace on one of RMM's resources (registered only when built with RMM: rmm_replay.hpp).
+void BM_TraceRmm(benchmark::State& state, cuvmm::plan::RmmResource which) {
+  static cuvmm::plan::DeviceRuntimeSession session;
+  for (auto _ : state) {
+    auto rmm = cuvmm::plan::make_rmm_allocator(which, session.stream());
+    report_replay(state, cuvmm::plan::replay_trace(std::string(cuvmm::plan::rmm_replay_name(which)), *rmm, trace(),
+                                                   timeline_points));
+  }
+}
+
+[[maybe_unused]] bool const rmm_traces_registered = [] {
+  if (!cuvmm::plan::rmm_replay_built()) return false;
+  for (auto const which : {cuvmm::plan::RmmResource::pool, cuvmm::plan::RmmResource::arena}) {
+    std::string const name = "trace/" + std::string(cuvmm::plan::rmm_replay_name(which));
+    benchmark::RegisterBenchmark(name.c_str(), BM_TraceRmm, which)->Iterations(1)->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
 
 // --- thrust::sort temporary storage ---------------------------------------------------------------
 
