@@ -143,6 +143,10 @@ class Folder:
             rows.append(["allocation trace: mean utilization (live / held)", f"{arena['mean_utilization']:.2f}",
                          f"cudaMallocAsync: {pool['mean_utilization']:.2f}",
                          f"{arena['mean_utilization'] / pool['mean_utilization']:.2f}"])
+        rmm = self.replay("rmm_pool")
+        if arena and rmm:
+            rows.append(["allocation trace: time in allocate/free", f"{arena['seconds']:.3f} s",
+                         f"RMM's pool: {rmm['seconds']:.3f} s", f"{arena['seconds'] / rmm['seconds']:.2f}"])
         plugin, torch = self.replay("pytorch_cuvmm_plugin"), self.replay("pytorch")
         if plugin and torch:
             rows.append(["PyTorch on the trace: time", f"{plugin['seconds']:.3f} s",
