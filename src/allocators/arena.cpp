@@ -591,7 +591,8 @@ bool Arena::State::may_lend(std::size_t slots) const noexcept { return caches.le
 
 /// Whether `span` may create the pages it lacks before its stream's cached pages are moved to it
 /// (step 5b, ArenaOptions::max_idle_percent): whether the memory held with them stays within that
-/// share above the bytes live, the request's own counted.
+/// share above the bytes live, the request's own counted. (What other streams' fronts owe counts
+/// as live here: LiveCounter.)
 bool Arena::State::may_create(const PagePool::Span& span) const noexcept {
   std::size_t const held = pool.physical_bytes() + span.missing_bytes();
   std::size_t const live = requested.current.load(std::memory_order_relaxed) + span.slots() * pool.page_bytes();
