@@ -16,8 +16,9 @@
 //               own replay (tools/cuvmm-plan/measure.hpp: replay_trace, make_arena_allocator,
 //               device_runtime.hpp's cudaMallocAsync baseline, and rmm_replay.hpp's RMM pool and
 //               arena resources, trace/rmm_pool and trace/rmm_arena, when built with -Drmm_root), so
-//               the benchmark and the tool measure the same thing. Counters: utilization = peak bytes live / peak bytes the
-//               allocator held, mean_utilization over the replay, replay_s (allocator calls only).
+//               the benchmark and the tool measure the same thing. Counters: utilization = peak
+//               bytes live / peak bytes the allocator held, mean_utilization over the replay,
+//               replay_s (allocator calls only).
 //               By default the trace of cuvmm-plan's full profile on a GPU (10000 allocations,
 //               40 GiB live, seed 1234); PyTorch's caching allocator replays the same trace in
 //               tools/cuvmm-plan/torch_trace.py. trace/arena has the Arena's defaults (Arg: its
@@ -311,7 +312,7 @@ void BM_TraceRmm(benchmark::State& state, cuvmm::plan::RmmResource which) {
 
 [[maybe_unused]] bool const rmm_traces_registered = [] {
   if (!cuvmm::plan::rmm_replay_built()) return false;
-  for (auto const which : {cuvmm::plan::RmmResource::pool, cuvmm::plan::RmmResource::arena}) {
+  for (auto const which : cuvmm::plan::rmm_resources) {
     std::string const name = "trace/" + std::string(cuvmm::plan::rmm_replay_name(which));
     benchmark::RegisterBenchmark(name.c_str(), BM_TraceRmm, which)->Iterations(1)->Unit(benchmark::kMillisecond);
   }

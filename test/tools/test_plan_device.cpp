@@ -219,7 +219,7 @@ TEST_CASE("RMM's pool and arena replay a trace holding at least what it asked fo
   Trace trace;
   trace.ops = {{true, 0, 3 * MiB}, {true, 1, 5 * MiB}, {false, 0, 3 * MiB}, {true, 2, 1000}, {false, 1, 5 * MiB},
                {true, 3, 2 * total}, {false, 2, 1000}};
-  for (RmmResource const which : {RmmResource::pool, RmmResource::arena}) {
+  for (RmmResource const which : rmm_resources) {
     std::string const name(rmm_replay_name(which));
     INFO(name);
     auto allocator = make_rmm_allocator(which, session.stream());

@@ -207,6 +207,26 @@ std::vector<plan::TraceOp> read_rounded_trace(const std::string& path, std::size
   return ops;
 }
 
+/// The traces CUVMM_PROFILE_TRACES names (comma-separated), by name: plan:quick and plan:full are
+/// cuvmm-plan's generated GPU traces (unrounded), anything else a trace file read with
+/// cuvmm_torch's 512 B rounding. Empty when the variable is not set.
+std::vector<std::pair<std::string, std::vector<plan::TraceOp>>> profile_traces() {
+  std::vector<std::pair<std::string, std::vector<plan::TraceOp>>> traces;
+  char const* list = std::getenv("CUVMM_PROFILE_TRACES");
+  if (list == nullptr) return traces;
+  std::string const paths = list;
+  for (std::size_t start = 0; start < paths.size();) {
+    std::size_t const end = std::min(paths.find(',', start), paths.size());
+    std::string path = paths.substr(start, end - start);
+    start = end + 1;
+    std::vector<plan::TraceOp> ops = path == "plan:quick"  ? test::gpu_quick_trace()
+                                     : path == "plan:full" ? test::gpu_full_trace()
+                                                           : read_rounded_trace(path, 512);
+    traces.emplace_back(std::move(path), std::move(ops));
+  }
+  return traces;
+}
+
 }  // namespace
 
 TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (prints the numbers)", "[.profile_csv]") {
@@ -215,21 +235,14 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
   // bench/torch_allocators.py replays through PyTorch (`torch_allocators.py traces --out DIR
   // --free-bytes N`), replayed here with cuvmm_torch's 512 B rounding and its defaults, or the
   // options CUVMM_PROFILE_CONF gives (CUVMM_ARENA_CONF's format).
-  char const* list = std::getenv("CUVMM_PROFILE_TRACES");
-  if (list == nullptr) SKIP("CUVMM_PROFILE_TRACES names no trace");
+  auto const traces = profile_traces();
+  if (traces.empty()) SKIP("CUVMM_PROFILE_TRACES names no trace");
   char const* conf = std::getenv("CUVMM_PROFILE_CONF");
   ArenaOptions const options = parse_arena_options(conf != nullptr ? conf : "");
   std::printf("options: %s\n", conf != nullptr ? conf : "the defaults");
-  std::string paths = list;
-  for (std::size_t start = 0; start < paths.size();) {
-    std::size_t const end = std::min(paths.find(',', start), paths.size());
-    std::string const path = paths.substr(start, end - start);
-    start = end + 1;
+  for (auto const& [path, ops] : traces) {
     test::BookkeepingBackend backend(h200_bytes);
     Arena arena(backend, options);
-    std::vector<plan::TraceOp> const ops = path == "plan:quick"  ? test::gpu_quick_trace()
-                                           : path == "plan:full" ? test::gpu_full_trace()
-                                                                 : read_rounded_trace(path, 512);
     ArenaReplay const r = test::replay(arena, ops, 2000, {}, h200_bytes, &backend);
     print(path.c_str(), r);
     std::printf("           largest allocation after: %.4f of the device's memory less the live bytes; at the end "
@@ -252,23 +265,16 @@ TEST_CASE("profile: requests of 256 MiB and more on an Arena of 32 and 256 MiB p
   // an Arena with the defaults and one whose pages are 32 MiB and large pages 256 MiB, on one
   // bookkeeping device; a request the device cannot serve trims the other Arena and is tried again.
   // "Largest after" is the largest request the second Arena serves once the first is trimmed.
-  char const* list = std::getenv("CUVMM_PROFILE_TRACES");
-  if (list == nullptr) SKIP("CUVMM_PROFILE_TRACES names no trace");
+  auto const traces = profile_traces();
+  if (traces.empty()) SKIP("CUVMM_PROFILE_TRACES names no trace");
   constexpr std::size_t threshold = 256 * MiB;
   for (std::size_t const idle : {std::size_t{5}, std::size_t{30}, std::size_t{100}}) {
     std::printf("max_idle_percent %zu in both:\n", idle);
-    std::string const paths = list;
-    for (std::size_t start = 0; start < paths.size();) {
-      std::size_t const end = std::min(paths.find(',', start), paths.size());
-      std::string const path = paths.substr(start, end - start);
-      start = end + 1;
+    for (auto const& [path, ops] : traces) {
       test::BookkeepingBackend backend(h200_bytes);
       Arena small(backend, {.max_idle_percent = idle});
       Arena big(backend, {.page_bytes = 32 * MiB, .large_page_bytes = 256 * MiB, .max_idle_percent = idle});
       auto const arena_for = [&](std::size_t bytes) -> Arena& { return bytes >= threshold ? big : small; };
-      std::vector<plan::TraceOp> const ops = path == "plan:quick"  ? test::gpu_quick_trace()
-                                             : path == "plan:full" ? test::gpu_full_trace()
-                                                                   : read_rounded_trace(path, 512);
       std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
       std::size_t requested = 0;
       std::size_t peak_requested = 0;
@@ -903,14 +909,7 @@ TEST_CASE("profile: what stats() and physical() cost with blocks parked in a fro
     [[maybe_unused]] std::size_t volatile kept = sink;  // the reads are not optimized away
     std::printf("%zu blocks freed and parked: stats() %.2f us, physical() %.3f us\n", blocks, stats_us, physical_us);
   }
-  char const* list = std::getenv("CUVMM_PROFILE_TRACES");
-  if (list == nullptr) return;
-  std::string const paths = list;
-  for (std::size_t start = 0; start < paths.size();) {
-    std::size_t const end = std::min(paths.find(',', start), paths.size());
-    std::string const path = paths.substr(start, end - start);
-    start = end + 1;
-    std::vector<plan::TraceOp> const ops = read_rounded_trace(path, 512);
+  for (auto const& [path, ops] : profile_traces()) {
     for (bool const whole_stats : {true, false}) {
       test::BookkeepingBackend backend(h200_bytes);
       Arena replayed(backend);

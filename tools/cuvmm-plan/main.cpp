@@ -726,7 +726,7 @@ void measure_trace_phase(Machine& machine, const Trace& trace, const Prepared& p
     m.replays.push_back(replay_trace("cudaMalloc", *plain, trace, timeline_points));
   }
   if (rmm_replay_built()) {
-    for (RmmResource const which : {RmmResource::pool, RmmResource::arena}) {
+    for (RmmResource const which : rmm_resources) {
       std::string const name(rmm_replay_name(which));
       progress.step("trace replay on " + name);
       auto rmm = make_rmm_allocator(which, machine.device->stream());

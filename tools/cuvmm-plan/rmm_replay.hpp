@@ -18,12 +18,14 @@
 namespace cuvmm::plan {
 
 enum class RmmResource { pool, arena };
+/// Every RMM resource a trace is replayed on, in the order they are reported.
+inline constexpr RmmResource rmm_resources[] = {RmmResource::pool, RmmResource::arena};
 
 /// Whether cuvmm-plan was built with RMM.
 [[nodiscard]] bool rmm_replay_built() noexcept;
 /// The name a replay on `which` is reported under ("rmm_pool", "rmm_arena").
 [[nodiscard]] std::string_view rmm_replay_name(RmmResource which) noexcept;
-/// A fresh resource of RMM's on `stream` (an out-of-memory request gives nullptr); cuvmm::Error
+/// A fresh resource of RMM's on `stream` (an out-of-memory request gives nullptr); cuvmm::Unsupported
 /// when cuvmm-plan was built without RMM.
 [[nodiscard]] std::unique_ptr<TraceAllocator> make_rmm_allocator(RmmResource which, Stream stream);
 
