@@ -26,14 +26,16 @@
 //               trace/arena_max_lent has ArenaOptions::max_lent_bytes at Arg thousandths of the
 //               device's memory (0: nothing lent), the time side of the frontier that
 //               `unit_arena_trace "[.profile_lent]"` prints from the bookkeeping replay;
-//               trace/arena_max_lent_tail has ArenaOptions::max_lent_tail_bytes at Arg MiB.
+//               trace/arena_max_lent_tail has ArenaOptions::max_lent_tail_bytes at Arg MiB;
+//               trace/arena_max_idle has ArenaOptions::max_idle_percent at Arg.
 //   sort/...    thrust::sort of 2^28 uint32 keys in place with ThrustAllocator (temporary storage
 //               from the Arena) and with Thrust's default allocator, vs cub::DeviceRadixSort with
 //               every buffer allocated beforehand (in place with a DoubleBuffer, as thrust::sort
 //               sorts, and into a second array).
 // Environment: CUVMM_TRACE_CSV=path writes the trace replayed here (for torch_trace.py);
 // CUVMM_TRACE_LIVE_GIB (default 40), CUVMM_TRACE_ALLOCATIONS (default 10000) and CUVMM_TRACE_SEED
-// (default 1234) choose it.
+// (default 1234) choose it; CUVMM_TRACE_FILE=path replays that trace instead (cuvmm's CSV or RMM's
+// log, as `cuvmm-plan --trace`: e.g. `bench/torch_allocators.py traces`' random ones).
 #include <benchmark/benchmark.h>
 
 #include <cuda_runtime_api.h>
@@ -67,6 +69,7 @@
 #include "measure.hpp"
 #include "rmm_replay.hpp"
 #include "trace.hpp"
+#include "trace_csv.hpp"
 
 namespace {
 
@@ -227,6 +230,7 @@ void BM_ThreadsMallocAsync(benchmark::State& state) {
 
 const cuvmm::plan::Trace& trace() {
   static const cuvmm::plan::Trace made = [] {
+    if (char const* path = std::getenv("CUVMM_TRACE_FILE")) return cuvmm::plan::read_trace_file(path);
     cuvmm::plan::Trace t;
     t.ops = cuvmm::plan::make_trace(env_size("CUVMM_TRACE_ALLOCATIONS", 10000), env_size("CUVMM_TRACE_LIVE_GIB", 40) * GiB,
                                     env_size("CUVMM_TRACE_SEED", 1234));
@@ -288,6 +292,13 @@ void BM_TraceArenaMaxLent(benchmark::State& state) {
 void BM_TraceArenaMaxLentTail(benchmark::State& state) {
   cuvmm::ArenaOptions options;
   options.max_lent_tail_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
+  replay_on_arena(state, options);
+}
+
+/// The trace on a cuvmm::Arena with ArenaOptions::max_idle_percent at state.range(0).
+void BM_TraceArenaMaxIdle(benchmark::State& state) {
+  cuvmm::ArenaOptions options;
+  options.max_idle_percent = static_cast<std::size_t>(state.range(0));
   replay_on_arena(state, options);
 }
 
@@ -405,6 +416,7 @@ BENCHMARK(BM_TraceArena)->Name("trace/arena")->ArgName("page_MiB")->Arg(2)->Arg(
 BENCHMARK(BM_TraceArenaSmallTails)->Name("trace/arena_small_tails")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaMaxLent)->Name("trace/arena_max_lent")->ArgName("permille")->Arg(50)->Arg(20)->Arg(10)->Arg(5)->Arg(0)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaMaxLentTail)->Name("trace/arena_max_lent_tail")->ArgName("MiB")->Arg(16)->Arg(8)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TraceArenaMaxIdle)->Name("trace/arena_max_idle")->ArgName("percent")->Arg(0)->Arg(20)->Arg(50)->Arg(100)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceMallocAsync)->Name("trace/cudaMallocAsync")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<true>)->Name("sort/thrust_arena")->ArgName("page_MiB")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<false>)->Name("sort/thrust_default")->Arg(0)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
