@@ -79,6 +79,9 @@ class Folder:
         bench_growth = path / "bench_growth.json"
         self.bench_growth = json.loads(bench_growth.read_text(encoding="utf-8")) if bench_growth.exists() else None
         self.bench_arena = optional_json(path / "bench_arena.json")
+        # bench_arena trace/ on other traces (CUVMM_TRACE_FILE): bench_arena_<trace>.json, e.g. random_1.
+        self.bench_arena_traces = {p.stem.removeprefix("bench_arena_"): optional_json(p)
+                                   for p in sorted(path.glob("bench_arena_*.json"))}
         self.torch_decode = optional_json(path / "torch_decode.json")
         self.torch_allocators = optional_json(path / "torch_allocators.json")
         self.torch_growth = optional_json(path / "torch_growth.json")
@@ -382,6 +385,45 @@ def arena_pair_rows(f: Folder) -> list[list[str]]:
     return rows
 
 
+def arena_trace_label(name: str) -> str | None:
+    """A bench_arena trace/ benchmark's allocator, as the tables name it (None: not shown)."""
+    parts = name.split("/")
+    kind, arg = parts[1], (parts[2].split(":")[1] if len(parts) > 2 and ":" in parts[2] else None)
+    if kind == "arena":
+        return "`cuvmm::Arena` (its defaults)" if arg == "2" else None
+    options = {"arena_max_idle": "max_idle_percent", "arena_max_lent_tail": "max_lent_tail_bytes (MiB)",
+               "arena_max_lent": "max_lent_bytes (thousandths of the device)"}
+    if kind in options:
+        return f"`cuvmm::Arena`, {options[kind]} {arg}"
+    if kind == "arena_small_tails":
+        return "`cuvmm::Arena`, share_large_page_tails off"
+    return ALLOCATOR_NAMES.get(kind, kind)
+
+
+def arena_trace_rows(f: Folder) -> list[list[str]]:
+    """bench_arena trace/: each trace's replays, in the order run, with the time over cudaMallocAsync's
+    and RMM's pool's (where measured)."""
+    traces = [("cuvmm-plan's full trace", f.bench_arena)] if f.bench_arena else []
+    traces += [(f"`{name.replace('_', ':')}`", data) for name, data in f.bench_arena_traces.items() if data]
+    rows = []
+    for trace, data in traces:
+        runs = [(b["name"], b) for b in data["benchmarks"]
+                if b["name"].startswith("trace/") and not b.get("error_occurred") and b.get("failed_allocations", 0) == 0]
+        seconds = {name.split("/")[1]: b["replay_s"] for name, b in runs}
+        for name, b in runs:
+            label = arena_trace_label(name)
+            if label is None:
+                continue
+            ratio = [f"{b['replay_s'] / seconds[peer]:.2f}" if peer in seconds else "-" for peer in ("cudaMallocAsync", "rmm_pool")]
+            rows.append([trace, label, f"{b['replay_s']:.3f}", *ratio, f"{b['utilization']:.3f}"])
+    return rows
+
+
+ARENA_TRACE_HEADER = ["trace", "allocator", "seconds", "/ cudaMallocAsync", "/ RMM pool", "peak live / peak held"]
+ARENA_TRACE_TEXT = ("`bench/bench_arena --benchmark_filter='^trace/'` (`bench_arena.json`: cuvmm-plan's full trace, "
+                    "10000 allocations of 1 B to 1 GiB, 40 GiB live; `bench_arena_random_N.json`: with "
+                    "`CUVMM_TRACE_FILE` set to `bench/torch_allocators.py traces`' random trace N): the time of the "
+                    "allocate and free calls of one replay in C++, each allocator fresh, one run:")
 ARENA_THREADS_HEADER = ["threads", "Arena, M pairs/s", "cudaMallocAsync, M pairs/s", "Arena / Arena on 1 thread",
                         "Arena / cudaMallocAsync", "first round, M pairs/s: Arena / cudaMallocAsync"]
 ARENA_THREADS_TEXT = ("`bench/bench_arena --benchmark_filter='^(pair|threads)/(arena|arena_host|cudaMallocAsync)/'` "
@@ -504,10 +546,15 @@ def torch_lines(f: Folder, heading: str) -> list[str]:
 
 
 def arena_lines(f: Folder, heading: str) -> list[str]:
+    out = []
+    traces = arena_trace_rows(f)
+    if traces:
+        out += ["", f"{heading} The Arena's trace replays in C++", "", ARENA_TRACE_TEXT, ""]
+        out += table(ARENA_TRACE_HEADER, traces)
     rows = arena_threads_rows(f)
     if not rows:
-        return []
-    out = ["", f"{heading} The Arena under threads", "", ARENA_THREADS_TEXT, ""]
+        return out
+    out += ["", f"{heading} The Arena under threads", "", ARENA_THREADS_TEXT, ""]
     out += table(ARENA_THREADS_HEADER, rows)
     pairs = arena_pair_rows(f)
     if pairs:
@@ -535,7 +582,9 @@ def folder_readme(f: Folder) -> str:
     if f.bench_growth:
         out.append("| `bench_growth.json` | `bench/bench_growth`: growth with and without mapping ahead, per process |")
     if f.bench_arena:
-        out.append("| `bench_arena.json` | `bench/bench_arena`: the cached pair, and threads on their own streams |")
+        out.append("| `bench_arena.json` | `bench/bench_arena`: the cached pair, threads on their own streams, trace replays |")
+    if f.bench_arena_traces:
+        out.append("| `bench_arena_random_N.json` | `bench/bench_arena` trace/ on the random traces |")
     if f.torch_decode:
         out.append("| `torch_decode.json` | `bench/torch_decode.py`: a decode loop's key/value caches in PyTorch |")
     if f.torch_allocators:
