@@ -79,9 +79,9 @@ class Folder:
         bench_growth = path / "bench_growth.json"
         self.bench_growth = json.loads(bench_growth.read_text(encoding="utf-8")) if bench_growth.exists() else None
         self.bench_arena = optional_json(path / "bench_arena.json")
-        # bench_arena trace/ on other traces (CUVMM_TRACE_FILE): bench_arena_<trace>.json, e.g. random_1.
-        self.bench_arena_traces = {p.stem.removeprefix("bench_arena_"): optional_json(p)
-                                   for p in sorted(path.glob("bench_arena_*.json"))}
+        # bench_arena trace/ on the random traces (CUVMM_TRACE_FILE): bench_arena_random_N.json.
+        self.bench_arena_traces = {p.stem.removeprefix("bench_arena_"): json.loads(p.read_text(encoding="utf-8"))
+                                   for p in sorted(path.glob("bench_arena_random_*.json"))}
         self.torch_decode = optional_json(path / "torch_decode.json")
         self.torch_allocators = optional_json(path / "torch_allocators.json")
         self.torch_growth = optional_json(path / "torch_growth.json")
@@ -404,7 +404,7 @@ def arena_trace_rows(f: Folder) -> list[list[str]]:
     """bench_arena trace/: each trace's replays, in the order run, with the time over cudaMallocAsync's
     and RMM's pool's (where measured)."""
     traces = [("cuvmm-plan's full trace", f.bench_arena)] if f.bench_arena else []
-    traces += [(f"`{name.replace('_', ':')}`", data) for name, data in f.bench_arena_traces.items() if data]
+    traces += [(f"`{name.replace('_', ':')}`", data) for name, data in f.bench_arena_traces.items()]
     rows = []
     for trace, data in traces:
         runs = [(b["name"], b) for b in data["benchmarks"]
@@ -582,7 +582,9 @@ def folder_readme(f: Folder) -> str:
     if f.bench_growth:
         out.append("| `bench_growth.json` | `bench/bench_growth`: growth with and without mapping ahead, per process |")
     if f.bench_arena:
-        out.append("| `bench_arena.json` | `bench/bench_arena`: the cached pair, threads on their own streams, trace replays |")
+        replays = any(b["name"].startswith("trace/") for b in f.bench_arena["benchmarks"])
+        out.append("| `bench_arena.json` | `bench/bench_arena`: the cached pair, threads on their own streams"
+                   + (", trace replays |" if replays else " |"))
     if f.bench_arena_traces:
         out.append("| `bench_arena_random_N.json` | `bench/bench_arena` trace/ on the random traces |")
     if f.torch_decode:
