@@ -416,7 +416,7 @@ BENCHMARK(BM_TraceArena)->Name("trace/arena")->ArgName("page_MiB")->Arg(2)->Arg(
 BENCHMARK(BM_TraceArenaSmallTails)->Name("trace/arena_small_tails")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaMaxLent)->Name("trace/arena_max_lent")->ArgName("permille")->Arg(50)->Arg(20)->Arg(10)->Arg(5)->Arg(0)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaMaxLentTail)->Name("trace/arena_max_lent_tail")->ArgName("MiB")->Arg(16)->Arg(8)->Iterations(1)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_TraceArenaMaxIdle)->Name("trace/arena_max_idle")->ArgName("percent")->Arg(0)->Arg(20)->Arg(50)->Arg(100)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TraceArenaMaxIdle)->Name("trace/arena_max_idle")->ArgName("percent")->Arg(0)->Arg(5)->Arg(20)->Arg(50)->Arg(100)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceMallocAsync)->Name("trace/cudaMallocAsync")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<true>)->Name("sort/thrust_arena")->ArgName("page_MiB")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<false>)->Name("sort/thrust_default")->Arg(0)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);

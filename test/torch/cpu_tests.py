@@ -96,7 +96,7 @@ def run_with_conf(conf: str, code: str) -> subprocess.CompletedProcess:
 class ArenaOptionsTest(unittest.TestCase):
     DEFAULTS = {"address_space_bytes": 0, "page_bytes": 0, "large_page_bytes": 32 * MiB, "max_lent_bytes": 0,
                 "max_lent_tail_bytes": 16 * MiB, "share_large_page_tails": True, "byte_limit": 0, "compression": "none",
-                "stream_cache_run_bytes": 8 * MiB, "max_idle_percent": 5}
+                "stream_cache_run_bytes": 8 * MiB, "max_idle_percent": 20}
 
     def test_without_a_text_the_options_are_the_defaults(self):
         self.assertEqual(cuvmm_torch.arena_options(""), self.DEFAULTS)
