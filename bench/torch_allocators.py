@@ -164,7 +164,7 @@ def allocator_calls(torch, mode: str) -> dict:
     return {"arena_conf": os.environ.get("CUVMM_ARENA_CONF", ""),
             "driver_seconds": sum(seconds.values()), **seconds,
             **{k: s[k] for k in ("chunks_created", "chunks_released", "maps", "unmaps", "access_calls",
-                                 "pages_moved")}}
+                                 "pages_moved", "reclaims")}}
 
 
 def run_decoder(mode: str, steps: int) -> dict:
@@ -213,7 +213,8 @@ def run_decoder(mode: str, steps: int) -> dict:
     free_now, _ = torch.cuda.mem_get_info()
     largest = largest_that_fits(torch, free_now + torch.cuda.memory_reserved())
     return {"workload": "decoder", "mode": mode, "seconds": seconds, "steps": len(shapes) - warmup,
-            "peak_reserved": peak_reserved, "largest_after": largest, "losses": losses}
+            "peak_reserved": peak_reserved, "largest_after": largest, "losses": losses,
+            **allocator_calls(torch, mode)}
 
 
 def child(args) -> int:

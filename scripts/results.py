@@ -2,11 +2,15 @@
 """Generates the pages that show cuvmm's measured results, from the JSON that made them.
 
 Each folder bench/results/<gpu>/ holds what `cuvmm-plan --profile full --out DIR` wrote on one kind of
-GPU (plan.json, the CSVs, the plots) and, where measured, bench_compression's JSON (compression.json),
+GPU (plan.json, the CSVs, the plots), or, for a GPU that has no cuvmm-plan run, `nvidia-smi.csv` (the GPU's
+`nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version --format=csv`) and, where measured, bench_compression's JSON (compression.json),
 bench_growth's (bench_growth.json: one benchmark per fresh process, merged by bench/merge_runs.py),
-bench_arena's (bench_arena.json: the cached pair and threads on their own streams, one run) and
-bench/torch_decode.py's (torch_decode.json), bench/torch_allocators.py's (torch_allocators.json: PyTorch's
-random traces under each allocator) and bench/torch_growth.py's (torch_growth.json: a growing tensor).
+bench_arena's (bench_arena.json: the cached pair and threads on their own streams, one run; trace replays
+in it or in bench_arena_trace.json, and in bench_arena_random_N.json) and bench/torch_decode.py's
+(torch_decode.json), bench/torch_allocators.py's (torch_allocators.json: PyTorch's random traces under each
+allocator; torch_allocators_decoder.json: the decoder) and bench/torch_growth.py's (torch_growth.json: a
+growing tensor). The folder README has every section its files measure; docs/performance.md has every
+folder; README.md's headline table comes from the folders with a cuvmm-plan run.
 From them this script writes:
   - bench/results/<gpu>/README.md, whole;
   - the part of docs/performance.md between `<!-- results:begin -->` and `<!-- results:end -->`;
@@ -73,19 +77,30 @@ class Folder:
     def __init__(self, path: pathlib.Path):
         self.path = path
         self.name = path.name
-        self.plan = json.loads((path / "plan.json").read_text(encoding="utf-8"))
+        self.plan = optional_json(path / "plan.json")  # None: benchmarks only (nvidia-smi.csv names the GPU)
         compression = path / "compression.json"
         self.compression = json.loads(compression.read_text(encoding="utf-8")) if compression.exists() else None
         bench_growth = path / "bench_growth.json"
         self.bench_growth = json.loads(bench_growth.read_text(encoding="utf-8")) if bench_growth.exists() else None
         self.bench_arena = optional_json(path / "bench_arena.json")
-        # bench_arena trace/ on the random traces (CUVMM_TRACE_FILE): bench_arena_random_N.json.
-        self.bench_arena_traces = {p.stem.removeprefix("bench_arena_"): json.loads(p.read_text(encoding="utf-8"))
-                                   for p in sorted(path.glob("bench_arena_random_*.json"))}
+        # bench_arena trace/: cuvmm-plan's full trace (in bench_arena.json or bench_arena_trace.json), and the
+        # random traces (CUVMM_TRACE_FILE) in bench_arena_random_N.json.
+        full = optional_json(path / "bench_arena_trace.json") or self.bench_arena
+        self.bench_arena_traces = {"full": full} if full and any(
+            b["name"].startswith("trace/") for b in full["benchmarks"]) else {}
+        self.bench_arena_traces |= {p.stem.removeprefix("bench_arena_"): json.loads(p.read_text(encoding="utf-8"))
+                                    for p in sorted(path.glob("bench_arena_random_*.json"))}
         self.torch_decode = optional_json(path / "torch_decode.json")
         self.torch_allocators = optional_json(path / "torch_allocators.json")
+        self.torch_allocators_decoder = optional_json(path / "torch_allocators_decoder.json")
         self.torch_growth = optional_json(path / "torch_growth.json")
-        self.device = self.plan["device"]["name"]
+        self.device = self.plan["device"]["name"] if self.plan else self.smi()["name"]
+
+    def smi(self) -> dict:
+        """The first GPU of nvidia-smi.csv: {"name": ..., "memory.total": "81559 MiB", ...}."""
+        lines = (self.path / "nvidia-smi.csv").read_text(encoding="utf-8").splitlines()
+        keys = [k.strip().split(" ")[0] for k in lines[0].split(",")]
+        return dict(zip(keys, (v.strip() for v in lines[1].split(","))))
 
     def growth(self, strategy: str, target: int, append: int) -> dict | None:
         for g in self.plan.get("growth", []):
@@ -194,6 +209,8 @@ class Folder:
 def headline(folders: list[Folder]) -> list[str]:
     out = []
     for f in folders:
+        if not f.plan:
+            continue
         out += table([f"{f.device} (`cuvmm-plan --profile {f.plan['profile']}`)", "cuvmm", "compared with",
                       "cuvmm / peer"], f.headline_rows())
         out += ["", f"Below 1 is better for time and peak memory, above 1 for size and utilization. The trace: "
@@ -400,30 +417,55 @@ def arena_trace_label(name: str) -> str | None:
     return ALLOCATOR_NAMES.get(kind, kind)
 
 
+def trace_runs(data: dict) -> dict[str, list[dict]]:
+    """A bench_arena JSON's trace/ runs that completed, by benchmark name (without its /iterations and /repeats
+    suffixes), each name's repetitions in the order run; aggregates left out."""
+    runs: dict[str, list[dict]] = {}
+    for b in data["benchmarks"]:
+        if not b["name"].startswith("trace/") or b.get("run_type") == "aggregate" or b.get("error_occurred"):
+            continue
+        name = b["name"].split("/iterations:")[0].split("/repeats:")[0]
+        runs.setdefault(name, []).append(b)
+    return runs
+
+
 def arena_trace_rows(f: Folder) -> list[list[str]]:
-    """bench_arena trace/: each trace's replays, in the order run, with the time over cudaMallocAsync's
-    and RMM's pool's (where measured)."""
-    traces = [("cuvmm-plan's full trace", f.bench_arena)] if f.bench_arena else []
-    traces += [(f"`{name.replace('_', ':')}`", data) for name, data in f.bench_arena_traces.items()]
+    """bench_arena trace/: each trace's replays, in the order run: the median replay time of the repetitions
+    (with their range), over cudaMallocAsync's and RMM's pool's medians (where measured), and the
+    utilization of the median run."""
     rows = []
-    for trace, data in traces:
-        runs = [(b["name"], b) for b in data["benchmarks"]
-                if b["name"].startswith("trace/") and not b.get("error_occurred") and b.get("failed_allocations", 0) == 0]
-        seconds = {name.split("/")[1]: b["replay_s"] for name, b in runs}
-        for name, b in runs:
-            label = arena_trace_label(name)
+    for name, data in f.bench_arena_traces.items():
+        trace = "cuvmm-plan's full trace" if name == "full" else f"`{name.replace('_', ':')}`"
+        runs = trace_runs(data)
+        failed = {n: max(b.get("failed_allocations", 0) for b in bs) for n, bs in runs.items()}
+        median = {n: statistics.median_low([b["replay_s"] for b in bs]) for n, bs in runs.items()}
+        seconds = {n.split("/")[1]: median[n] for n in runs if not failed[n]}
+        for n, bs in runs.items():
+            label = arena_trace_label(n)
             if label is None:
                 continue
-            ratio = [f"{b['replay_s'] / seconds[peer]:.2f}" if peer in seconds else "-" for peer in ("cudaMallocAsync", "rmm_pool")]
-            rows.append([trace, label, f"{b['replay_s']:.3f}", *ratio, f"{b['utilization']:.3f}"])
+            if failed[n]:
+                rows.append([trace, label, f"{failed[n]:.0f} allocations failed", "-", "-", "-"])
+                continue
+            kept = next(b for b in bs if b["replay_s"] == median[n])
+            times = sorted(b["replay_s"] for b in bs)
+            spread = f" ({times[0]:.3f}-{times[-1]:.3f})" if len(times) > 1 else ""
+            ratio = [f"{median[n] / seconds[peer]:.2f}" if peer in seconds else "-" for peer in ("cudaMallocAsync", "rmm_pool")]
+            rows.append([trace, label, f"{median[n]:.3f}{spread}", *ratio, f"{kept['utilization']:.3f}"])
     return rows
 
 
+def arena_trace_text(f: Folder) -> str:
+    repeats = max((len(bs) for data in f.bench_arena_traces.values() for bs in trace_runs(data).values()), default=1)
+    files = ("`bench_arena.json` or `bench_arena_trace.json`: cuvmm-plan's full trace, 10000 allocations of 1 B to "
+             "1 GiB, 40 GiB live; `bench_arena_random_N.json`: with `CUVMM_TRACE_FILE` set to "
+             "`bench/torch_allocators.py traces`' random trace N")
+    runs = "one run" if repeats == 1 else f"the median of {repeats} runs (`--benchmark_repetitions={repeats}`), their range in brackets"
+    return (f"`bench/bench_arena --benchmark_filter='^trace/'` ({files}): the time of the allocate and free calls of "
+            f"one replay in C++, each allocator fresh, {runs}:")
+
+
 ARENA_TRACE_HEADER = ["trace", "allocator", "seconds", "/ cudaMallocAsync", "/ RMM pool", "peak live / peak held"]
-ARENA_TRACE_TEXT = ("`bench/bench_arena --benchmark_filter='^trace/'` (`bench_arena.json`: cuvmm-plan's full trace, "
-                    "10000 allocations of 1 B to 1 GiB, 40 GiB live; `bench_arena_random_N.json`: with "
-                    "`CUVMM_TRACE_FILE` set to `bench/torch_allocators.py traces`' random trace N): the time of the "
-                    "allocate and free calls of one replay in C++, each allocator fresh, one run:")
 ARENA_THREADS_HEADER = ["threads", "Arena, M pairs/s", "cudaMallocAsync, M pairs/s", "Arena / Arena on 1 thread",
                         "Arena / cudaMallocAsync", "first round, M pairs/s: Arena / cudaMallocAsync"]
 ARENA_THREADS_TEXT = ("`bench/bench_arena --benchmark_filter='^(pair|threads)/(arena|arena_host|cudaMallocAsync)/'` "
@@ -513,6 +555,29 @@ def torch_random_text(f: Folder) -> str:
             "the trace as a share of the free memory at the start less the bytes still live:")
 
 
+TORCH_DECODER_HEADER = ["allocator", "seconds", "time / PyTorch's default", "peak reserved", "largest tensor after",
+                        "driver work"]
+
+
+def torch_decoder_rows(f: Folder) -> list[list[str]]:
+    """bench/torch_allocators.py decoder: per allocator, the medians of the repeats."""
+    if not f.torch_allocators_decoder:
+        return []
+    return [[TORCH_MODE_NAMES.get(r["mode"], r["mode"]), f"{r['seconds']:.2f}", f"{r['time_vs_default']:.2f}",
+             f"{r['peak_reserved'] / GIB:.1f} GiB", f"{r['largest_after'] / GIB:.1f} GiB", driver_work(r)]
+            for r in f.torch_allocators_decoder["summary"] if r["workload"] == "decoder"]
+
+
+def torch_decoder_text(f: Folder) -> str:
+    d = f.torch_allocators_decoder
+    repeats = max(r["repeats"] for r in d["summary"])
+    steps = d["results"][0]["steps"]
+    same = "the same" if d["decoder_losses_identical"] else "**not** the same"
+    return (f"`python3 bench/torch_allocators.py decoder --repeats {repeats}` (`torch_allocators_decoder.json`): a "
+            f"Llama-style decoder (24 layers of width 1024, bf16, AdamW) trained for {steps} timed steps on batches of "
+            f"varying shape, each allocator in a fresh process; the losses were {same} under every allocator:")
+
+
 TORCH_GROWTH_NAMES = {"preallocated": "preallocated at the final size", "growable": "`cuvmm_torch.GrowableTensor`",
                       "cat": "`torch.cat` per append"}
 TORCH_GROWTH_HEADER = ["growth", "tensor", "median seconds", "time / preallocated", "peak memory / size"]
@@ -538,6 +603,10 @@ def torch_lines(f: Folder, heading: str) -> list[str]:
     if rows:
         out += ["", f"{heading} PyTorch's allocators on random traces", "", torch_random_text(f), ""]
         out += table(TORCH_RANDOM_HEADER, rows)
+    rows = torch_decoder_rows(f)
+    if rows:
+        out += ["", f"{heading} A decoder trained under PyTorch's allocators", "", torch_decoder_text(f), ""]
+        out += table(TORCH_DECODER_HEADER, rows)
     rows = torch_growth_rows(f)
     if rows:
         out += ["", f"{heading} A growing tensor in PyTorch", "", torch_growth_text(f), ""]
@@ -549,7 +618,7 @@ def arena_lines(f: Folder, heading: str) -> list[str]:
     out = []
     traces = arena_trace_rows(f)
     if traces:
-        out += ["", f"{heading} The Arena's trace replays in C++", "", ARENA_TRACE_TEXT, ""]
+        out += ["", f"{heading} The Arena's trace replays in C++", "", arena_trace_text(f), ""]
         out += table(ARENA_TRACE_HEADER, traces)
     rows = arena_threads_rows(f)
     if not rows:
@@ -565,18 +634,26 @@ def arena_lines(f: Folder, heading: str) -> list[str]:
 
 def folder_readme(f: Folder) -> str:
     p = f.plan
-    dev = p["device"]
-    out = [NOTICE, f"# Results on the {f.device}", "",
-           f"`cuvmm-plan --profile {p['profile']} --out DIR` (cuvmm {p['cuvmm_version']}, backend `{p['backend']}`, "
-           f"{p['seconds']:.0f} s) on an {f.device}: {dev['total_bytes'] / GIB:.1f} GiB, "
-           f"{dev['free_bytes'] / GIB:.1f} GiB free at the start, granularity {size(dev['granularity'])}. "
-           "Every growth ran in a fresh process; the median run is kept.", "",
-           "| file | what |", "|---|---|",
-           "| `plan.json` | everything below, as cuvmm-plan wrote it |",
-           "| `driver_calls.csv`, `driver_latency.png` | driver-call latency by chunk size |",
-           "| `driver_threads.csv`, `driver_threads.png` | the same calls from 1 to 8 threads at once |",
-           "| `growth.csv`, `growth_time.png` | growth to a size in fixed appends, every strategy |",
-           "| `trace.csv`, `trace_memory.csv`, `trace_memory.png` | the allocation trace and memory held over it |"]
+    out = [NOTICE, f"# Results on the {f.device}", ""]
+    if p:
+        dev = p["device"]
+        out += [f"`cuvmm-plan --profile {p['profile']} --out DIR` (cuvmm {p['cuvmm_version']}, backend `{p['backend']}`, "
+                f"{p['seconds']:.0f} s) on an {f.device}: {dev['total_bytes'] / GIB:.1f} GiB, "
+                f"{dev['free_bytes'] / GIB:.1f} GiB free at the start, granularity {size(dev['granularity'])}. "
+                "Every growth ran in a fresh process; the median run is kept.", "",
+                "| file | what |", "|---|---|",
+                "| `plan.json` | everything below, as cuvmm-plan wrote it |",
+                "| `driver_calls.csv`, `driver_latency.png` | driver-call latency by chunk size |",
+                "| `driver_threads.csv`, `driver_threads.png` | the same calls from 1 to 8 threads at once |",
+                "| `growth.csv`, `growth_time.png` | growth to a size in fixed appends, every strategy |",
+                "| `trace.csv`, `trace_memory.csv`, `trace_memory.png` | the allocation trace and memory held over it |"]
+    else:
+        smi = f.smi()
+        out += [f"Benchmarks on an {f.device} ({smi.get('memory.total', '?')}, driver {smi.get('driver_version', '?')}), "
+                "without a cuvmm-plan run: each section below is one benchmark's file.", "",
+                "| file | what |", "|---|---|",
+                "| `nvidia-smi.csv` | the GPU, as `nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version "
+                "--format=csv` printed it |"]
     if f.compression:
         out.append("| `compression.json` | `bench/bench_compression`: compressible against ordinary memory |")
     if f.bench_growth:
@@ -585,15 +662,46 @@ def folder_readme(f: Folder) -> str:
         replays = any(b["name"].startswith("trace/") for b in f.bench_arena["benchmarks"])
         out.append("| `bench_arena.json` | `bench/bench_arena`: the cached pair, threads on their own streams"
                    + (", trace replays |" if replays else " |"))
-    if f.bench_arena_traces:
+    if f.file("bench_arena_trace.json").exists():
+        out.append("| `bench_arena_trace.json` | `bench/bench_arena` trace/ on cuvmm-plan's full trace |")
+    if any(name != "full" for name in f.bench_arena_traces):
         out.append("| `bench_arena_random_N.json` | `bench/bench_arena` trace/ on the random traces |")
     if f.torch_decode:
         out.append("| `torch_decode.json` | `bench/torch_decode.py`: a decode loop's key/value caches in PyTorch |")
     if f.torch_allocators:
         out.append("| `torch_allocators.json` | `bench/torch_allocators.py random`: PyTorch's allocators and cuvmm_torch |")
+    if f.torch_allocators_decoder:
+        out.append("| `torch_allocators_decoder.json` | `bench/torch_allocators.py decoder`: a decoder trained under each allocator |")
     if f.torch_growth:
         out.append("| `torch_growth.json` | `bench/torch_growth.py`: a tensor grown in place, by `torch.cat`, preallocated |")
-    out += ["", "## Growth", "", "`GrowableBuffer` against the same appends into preallocated memory and "
+    if p:
+        out += plan_sections(f)
+    rows = bench_growth_rows(f)
+    if rows:
+        out += ["", "## Growth, one benchmark per process", "", BENCH_GROWTH_TEXT, ""]
+        out += table(BENCH_GROWTH_HEADER, rows)
+    out += arena_lines(f, "##")
+    out += torch_lines(f, "##")
+    rows = decode_rows(f)
+    if rows:
+        out += ["", "## Growing key/value caches in PyTorch", "", decode_text(f), ""]
+        out += table(DECODE_HEADER, rows)
+    rows = compression_rows(f)
+    if rows:
+        out += ["", "## Compressible memory", "", "`bench/bench_compression` (`compression.json`; "
+                "`python3 bench/compression_ratios.py compression.json` prints the same):", ""]
+        out += table(COMPRESSION_HEADER, rows)
+    notes = (p or {}).get("notes") or []
+    if notes:
+        out += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    return "\n".join(out) + "\n"
+
+
+def plan_sections(f: Folder) -> list[str]:
+    """A folder README's sections from cuvmm-plan's plan.json: growth, the allocation trace, driver calls and
+    the recommendation."""
+    p = f.plan
+    out = ["", "## Growth", "", "`GrowableBuffer` against the same appends into preallocated memory and "
             "cudaMalloc copy-and-grow 2x:", ""]
     out += table(GROWTH_HEADER, growth_rows(f))
     out += ["", "![growth](growth_time.png)", "", "Every strategy's median time (ms; `-`: it did not reach the size):", ""]
@@ -620,43 +728,28 @@ def folder_readme(f: Folder) -> str:
     lines = recommendation_lines(f)
     if lines:
         out += ["", "## Recommendation", ""] + lines
-    rows = bench_growth_rows(f)
-    if rows:
-        out += ["", "## Growth, one benchmark per process", "", BENCH_GROWTH_TEXT, ""]
-        out += table(BENCH_GROWTH_HEADER, rows)
-    out += arena_lines(f, "##")
-    out += torch_lines(f, "##")
-    rows = decode_rows(f)
-    if rows:
-        out += ["", "## Growing key/value caches in PyTorch", "", decode_text(f), ""]
-        out += table(DECODE_HEADER, rows)
-    rows = compression_rows(f)
-    if rows:
-        out += ["", "## Compressible memory", "", "`bench/bench_compression` (`compression.json`; "
-                "`python3 bench/compression_ratios.py compression.json` prints the same):", ""]
-        out += table(COMPRESSION_HEADER, rows)
-    notes = p.get("notes") or []
-    if notes:
-        out += ["", "## Notes", ""] + [f"- {n}" for n in notes]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def performance_section(folders: list[Folder]) -> list[str]:
     out = []
     for f in folders:
         rel = f"../bench/results/{f.name}"
-        out += [f"### {f.device}", "",
-                f"`cuvmm-plan --profile {f.plan['profile']}`; every file in [{rel}/]({rel}/README.md).", "",
-                "Growth of one `GrowableBuffer` against fills into preallocated memory and cudaMalloc copy-and-grow 2x:", ""]
-        out += table(GROWTH_HEADER, growth_rows(f))
-        out += ["", f"![growth on the {f.device}]({rel}/growth_time.png)", "",
-                f"The allocation trace ({f.trace_text()}):", ""]
-        out += table(REPLAY_HEADER, replay_rows(f))
-        out += ["", f"![memory held over the trace]({rel}/trace_memory.png)", "", "Driver calls, median µs:", ""]
-        out += table(DRIVER_HEADER, driver_rows(f))
-        lines = recommendation_lines(f)
-        if lines:
-            out += ["", "cuvmm-plan's recommendation there:", ""] + lines
+        if not f.plan:
+            out += [f"### {f.device}", "", f"Benchmarks without a cuvmm-plan run; every file in [{rel}/]({rel}/README.md)."]
+        else:
+            out += [f"### {f.device}", "",
+                    f"`cuvmm-plan --profile {f.plan['profile']}`; every file in [{rel}/]({rel}/README.md).", "",
+                    "Growth of one `GrowableBuffer` against fills into preallocated memory and cudaMalloc copy-and-grow 2x:", ""]
+            out += table(GROWTH_HEADER, growth_rows(f))
+            out += ["", f"![growth on the {f.device}]({rel}/growth_time.png)", "",
+                    f"The allocation trace ({f.trace_text()}):", ""]
+            out += table(REPLAY_HEADER, replay_rows(f))
+            out += ["", f"![memory held over the trace]({rel}/trace_memory.png)", "", "Driver calls, median µs:", ""]
+            out += table(DRIVER_HEADER, driver_rows(f))
+            lines = recommendation_lines(f)
+            if lines:
+                out += ["", "cuvmm-plan's recommendation there:", ""] + lines
         rows = bench_growth_rows(f)
         if rows:
             out += ["", BENCH_GROWTH_TEXT, ""]
@@ -685,8 +778,9 @@ def replace_between(text: str, lines: list[str], where: str) -> str:
 
 def main() -> int:
     check = "--check" in sys.argv[1:]
-    folders = [Folder(p.parent) for p in sorted(RESULTS.glob("*/plan.json"))]
-    if not folders:
+    folders = [Folder(p) for p in sorted(RESULTS.iterdir())
+               if (p / "plan.json").exists() or (p / "nvidia-smi.csv").exists()]
+    if not any(f.plan for f in folders):
         print(f"no results: no {RESULTS.relative_to(ROOT)}/*/plan.json")
         return 1
     wanted = {f.path / "README.md": folder_readme(f) for f in folders}
