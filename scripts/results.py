@@ -555,8 +555,7 @@ def torch_random_text(f: Folder) -> str:
             "the trace as a share of the free memory at the start less the bytes still live:")
 
 
-TORCH_DECODER_HEADER = ["allocator", "seconds", "time / PyTorch's default", "peak reserved", "largest tensor after",
-                        "driver work"]
+TORCH_DECODER_HEADER = ["allocator", "seconds", "time / PyTorch's default", "peak reserved", "largest tensor after"]
 
 
 def torch_decoder_rows(f: Folder) -> list[list[str]]:
@@ -564,7 +563,7 @@ def torch_decoder_rows(f: Folder) -> list[list[str]]:
     if not f.torch_allocators_decoder:
         return []
     return [[TORCH_MODE_NAMES.get(r["mode"], r["mode"]), f"{r['seconds']:.2f}", f"{r['time_vs_default']:.2f}",
-             f"{r['peak_reserved'] / GIB:.1f} GiB", f"{r['largest_after'] / GIB:.1f} GiB", driver_work(r)]
+             f"{r['peak_reserved'] / GIB:.1f} GiB", f"{r['largest_after'] / GIB:.1f} GiB"]
             for r in f.torch_allocators_decoder["summary"] if r["workload"] == "decoder"]
 
 
