@@ -145,11 +145,11 @@ struct ArenaOptions {
   /// lose, and the frontier it trades along") shows the trade. Idle memory is given back whatever
   /// the share when the device runs short: a request fails only once every idle page is gone.
   /// The default, 20, is the smallest of the shares timed (0, 5, 20, 50, 100) that replayed
-  /// cuvmm-plan's and PyTorch's random traces within cudaMallocAsync's time (`bench_arena
-  /// --benchmark_filter=trace/arena_max_idle`, with CUVMM_TRACE_FILE for the random ones), at a
-  /// utilization of about 0.85 (time comes before utilization: docs/DESIGN.md); 5 keeps it at
-  /// 0.95 or more for 1.2-1.4x the time, 0 moves pages whenever the stream's cache has any (the
-  /// most memory-frugal).
+  /// cuvmm-plan's and PyTorch's random traces in about cudaMallocAsync's time or less (`bench_arena
+  /// --benchmark_filter=trace/arena_max_idle`, with CUVMM_TRACE_FILE for the random ones:
+  /// 0.68-1.03x on an H100), at a utilization of 0.84-0.89 (time comes before utilization:
+  /// docs/DESIGN.md); 5 keeps it at 0.95 or more for 1.2-1.6x the time, 0 moves pages whenever
+  /// the stream's cache has any (the most memory-frugal).
   std::size_t max_idle_percent = 20;
 };
 
