@@ -71,6 +71,25 @@ def optional_json(path: pathlib.Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
+def nvidia_smi(path: pathlib.Path) -> dict:
+    """The first GPU of an nvidia-smi CSV: {"name": ..., "memory.total": "81559 MiB", ...}."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    keys = [k.strip().split(" ")[0] for k in lines[0].split(",")]
+    return dict(zip(keys, (v.strip() for v in lines[1].split(","))))
+
+
+def trace_runs(data: dict | None) -> dict[str, list[dict]]:
+    """A bench_arena JSON's trace/ runs that completed, by benchmark name (without its /iterations and /repeats
+    suffixes), each name's repetitions in the order run; aggregates left out."""
+    runs: dict[str, list[dict]] = {}
+    for b in (data or {"benchmarks": []})["benchmarks"]:
+        if not b["name"].startswith("trace/") or b.get("run_type") == "aggregate" or b.get("error_occurred"):
+            continue
+        name = b["name"].split("/iterations:")[0].split("/repeats:")[0]
+        runs.setdefault(name, []).append(b)
+    return runs
+
+
 class Folder:
     """One bench/results/<gpu>/ folder."""
 
@@ -78,29 +97,21 @@ class Folder:
         self.path = path
         self.name = path.name
         self.plan = optional_json(path / "plan.json")  # None: benchmarks only (nvidia-smi.csv names the GPU)
-        compression = path / "compression.json"
-        self.compression = json.loads(compression.read_text(encoding="utf-8")) if compression.exists() else None
-        bench_growth = path / "bench_growth.json"
-        self.bench_growth = json.loads(bench_growth.read_text(encoding="utf-8")) if bench_growth.exists() else None
+        self.compression = optional_json(path / "compression.json")
+        self.bench_growth = optional_json(path / "bench_growth.json")
         self.bench_arena = optional_json(path / "bench_arena.json")
-        # bench_arena trace/: cuvmm-plan's full trace (in bench_arena.json or bench_arena_trace.json), and the
-        # random traces (CUVMM_TRACE_FILE) in bench_arena_random_N.json.
-        full = optional_json(path / "bench_arena_trace.json") or self.bench_arena
-        self.bench_arena_traces = {"full": full} if full and any(
-            b["name"].startswith("trace/") for b in full["benchmarks"]) else {}
-        self.bench_arena_traces |= {p.stem.removeprefix("bench_arena_"): json.loads(p.read_text(encoding="utf-8"))
+        # bench_arena trace/, as trace_runs() reads them: cuvmm-plan's full trace (in bench_arena.json or
+        # bench_arena_trace.json) and the random traces (CUVMM_TRACE_FILE) in bench_arena_random_N.json.
+        full = trace_runs(optional_json(path / "bench_arena_trace.json") or self.bench_arena)
+        self.bench_arena_traces = {"full": full} if full else {}
+        self.bench_arena_traces |= {p.stem.removeprefix("bench_arena_"): trace_runs(optional_json(p))
                                     for p in sorted(path.glob("bench_arena_random_*.json"))}
         self.torch_decode = optional_json(path / "torch_decode.json")
         self.torch_allocators = optional_json(path / "torch_allocators.json")
         self.torch_allocators_decoder = optional_json(path / "torch_allocators_decoder.json")
         self.torch_growth = optional_json(path / "torch_growth.json")
-        self.device = self.plan["device"]["name"] if self.plan else self.smi()["name"]
-
-    def smi(self) -> dict:
-        """The first GPU of nvidia-smi.csv: {"name": ..., "memory.total": "81559 MiB", ...}."""
-        lines = (self.path / "nvidia-smi.csv").read_text(encoding="utf-8").splitlines()
-        keys = [k.strip().split(" ")[0] for k in lines[0].split(",")]
-        return dict(zip(keys, (v.strip() for v in lines[1].split(","))))
+        self.smi = None if self.plan else nvidia_smi(path / "nvidia-smi.csv")
+        self.device = self.plan["device"]["name"] if self.plan else self.smi["name"]
 
     def growth(self, strategy: str, target: int, append: int) -> dict | None:
         for g in self.plan.get("growth", []):
@@ -417,26 +428,13 @@ def arena_trace_label(name: str) -> str | None:
     return ALLOCATOR_NAMES.get(kind, kind)
 
 
-def trace_runs(data: dict) -> dict[str, list[dict]]:
-    """A bench_arena JSON's trace/ runs that completed, by benchmark name (without its /iterations and /repeats
-    suffixes), each name's repetitions in the order run; aggregates left out."""
-    runs: dict[str, list[dict]] = {}
-    for b in data["benchmarks"]:
-        if not b["name"].startswith("trace/") or b.get("run_type") == "aggregate" or b.get("error_occurred"):
-            continue
-        name = b["name"].split("/iterations:")[0].split("/repeats:")[0]
-        runs.setdefault(name, []).append(b)
-    return runs
-
-
 def arena_trace_rows(f: Folder) -> list[list[str]]:
     """bench_arena trace/: each trace's replays, in the order run: the median replay time of the repetitions
     (with their range), over cudaMallocAsync's and RMM's pool's medians (where measured), and the
     utilization of the median run."""
     rows = []
-    for name, data in f.bench_arena_traces.items():
+    for name, runs in f.bench_arena_traces.items():
         trace = "cuvmm-plan's full trace" if name == "full" else f"`{name.replace('_', ':')}`"
-        runs = trace_runs(data)
         failed = {n: max(b.get("failed_allocations", 0) for b in bs) for n, bs in runs.items()}
         median = {n: statistics.median_low([b["replay_s"] for b in bs]) for n, bs in runs.items()}
         seconds = {n.split("/")[1]: median[n] for n in runs if not failed[n]}
@@ -456,7 +454,7 @@ def arena_trace_rows(f: Folder) -> list[list[str]]:
 
 
 def arena_trace_text(f: Folder) -> str:
-    repeats = max((len(bs) for data in f.bench_arena_traces.values() for bs in trace_runs(data).values()), default=1)
+    repeats = max((len(bs) for runs in f.bench_arena_traces.values() for bs in runs.values()), default=1)
     files = ("`bench_arena.json` or `bench_arena_trace.json`: cuvmm-plan's full trace, 10000 allocations of 1 B to "
              "1 GiB, 40 GiB live; `bench_arena_random_N.json`: with `CUVMM_TRACE_FILE` set to "
              "`bench/torch_allocators.py traces`' random trace N")
@@ -647,8 +645,7 @@ def folder_readme(f: Folder) -> str:
                 "| `growth.csv`, `growth_time.png` | growth to a size in fixed appends, every strategy |",
                 "| `trace.csv`, `trace_memory.csv`, `trace_memory.png` | the allocation trace and memory held over it |"]
     else:
-        smi = f.smi()
-        out += [f"Benchmarks on an {f.device} ({smi.get('memory.total', '?')}, driver {smi.get('driver_version', '?')}), "
+        out += [f"Benchmarks on an {f.device} ({f.smi.get('memory.total', '?')}, driver {f.smi.get('driver_version', '?')}), "
                 "without a cuvmm-plan run: each section below is one benchmark's file.", "",
                 "| file | what |", "|---|---|",
                 "| `nvidia-smi.csv` | the GPU, as `nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version "

@@ -63,7 +63,7 @@ class BenchmarksOnlyFolder(unittest.TestCase):
     def test_the_gpu_is_named_by_nvidia_smi(self):
         self.assertIsNone(self.folder.plan)
         self.assertEqual(self.folder.device, "NVIDIA Test GPU")
-        self.assertEqual(self.folder.smi()["memory.total"], "81559 MiB")
+        self.assertEqual(self.folder.smi["memory.total"], "81559 MiB")
 
     def test_a_trace_replay_is_the_median_of_its_repetitions_over_the_peers_medians(self):
         rows = {row[1]: row for row in results.arena_trace_rows(self.folder)}
