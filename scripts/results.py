@@ -534,7 +534,7 @@ def torch_random_rows(f: Folder) -> list[list[str]]:
 
 
 def driver_work(r: dict) -> str:
-    """What an allocator asked of the driver over a random trace: PyTorch's segments (cudaMalloc calls,
+    """What an allocator asked of the driver over a trace or a training run: PyTorch's segments (cudaMalloc calls,
     or pages mapped with expandable segments), the Arena's time in driver calls and its pages created and
     moved; `-` for results from before they were recorded."""
     if "driver_seconds" in r:
@@ -553,7 +553,8 @@ def torch_random_text(f: Folder) -> str:
             "the trace as a share of the free memory at the start less the bytes still live:")
 
 
-TORCH_DECODER_HEADER = ["allocator", "seconds", "time / PyTorch's default", "peak reserved", "largest tensor after"]
+TORCH_DECODER_HEADER = ["allocator", "seconds", "time / PyTorch's default", "peak reserved", "largest tensor after",
+                        "asked of the driver (warm-up steps included)"]
 
 
 def torch_decoder_rows(f: Folder) -> list[list[str]]:
@@ -561,7 +562,7 @@ def torch_decoder_rows(f: Folder) -> list[list[str]]:
     if not f.torch_allocators_decoder:
         return []
     return [[TORCH_MODE_NAMES.get(r["mode"], r["mode"]), f"{r['seconds']:.2f}", f"{r['time_vs_default']:.2f}",
-             f"{r['peak_reserved'] / GIB:.1f} GiB", f"{r['largest_after'] / GIB:.1f} GiB"]
+             f"{r['peak_reserved'] / GIB:.1f} GiB", f"{r['largest_after'] / GIB:.1f} GiB", driver_work(r)]
             for r in f.torch_allocators_decoder["summary"] if r["workload"] == "decoder"]
 
 

@@ -85,7 +85,9 @@ class BenchmarksOnlyFolder(unittest.TestCase):
         self.assertNotIn("| `bench_arena_trace.json` |", readme)
         self.assertIn("the median of 3 runs", readme)
         self.assertIn("trained for 35 timed steps", readme)
-        self.assertIn("| cuvmm_torch (the Arena) | 6.70 | 1.03 | 67.0 GiB | 76.0 GiB |", readme)
+        self.assertIn("| cuvmm_torch (the Arena) | 6.70 | 1.03 | 67.0 GiB | 76.0 GiB | 1500 ms: 100 pages created, 20 moved |",
+                      readme)
+        self.assertIn("| PyTorch's caching allocator | 6.50 | 1.00 | 70.0 GiB | 75.0 GiB | 555 segments |", readme)
         for plan_section in ("## Growth", "## Allocation trace", "## Driver calls", "plan.json"):
             self.assertNotIn(plan_section, readme)
 
