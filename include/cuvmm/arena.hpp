@@ -147,8 +147,8 @@ struct ArenaOptions {
   /// The default, 20, is the smallest of the shares timed (0, 5, 20, 50, 100) that replayed
   /// cuvmm-plan's and PyTorch's random traces in about cudaMallocAsync's time or less (`bench_arena
   /// --benchmark_filter=trace/arena_max_idle`, with CUVMM_TRACE_FILE for the random ones:
-  /// 0.68-1.03x on an H100), at a utilization of 0.84-0.89 (time comes before utilization:
-  /// docs/DESIGN.md); 5 keeps it at 0.95 or more for 1.2-1.6x the time, 0 moves pages whenever
+  /// 0.57-0.85x on an H100), at a utilization of 0.84-0.89 (time comes before utilization:
+  /// docs/DESIGN.md); 5 keeps it at 0.95 or more for 1.0-1.6x the time, 0 moves pages whenever
   /// the stream's cache has any (the most memory-frugal).
   std::size_t max_idle_percent = 20;
 };
