@@ -10,7 +10,8 @@ in it or in bench_arena_trace.json, and in bench_arena_random_N.json) and bench/
 (torch_decode.json), bench/torch_allocators.py's (torch_allocators.json: PyTorch's random traces under each
 allocator; torch_allocators_decoder.json: the decoder) and bench/torch_growth.py's (torch_growth.json: a
 growing tensor). The folder README has every section its files measure; docs/performance.md has every
-folder; README.md's headline table comes from the folders with a cuvmm-plan run.
+folder; README.md's headline table has the growth of the folders with a cuvmm-plan run and the Arena's rows
+of the folder whose bench_arena trace replays ran last.
 From them this script writes:
   - bench/results/<gpu>/README.md, whole;
   - the part of docs/performance.md between `<!-- results:begin -->` and `<!-- results:end -->`;
@@ -102,10 +103,13 @@ class Folder:
         self.bench_arena = optional_json(path / "bench_arena.json")
         # bench_arena trace/, as trace_runs() reads them: cuvmm-plan's full trace (in bench_arena.json or
         # bench_arena_trace.json) and the random traces (CUVMM_TRACE_FILE) in bench_arena_random_N.json.
-        full = trace_runs(optional_json(path / "bench_arena_trace.json") or self.bench_arena)
-        self.bench_arena_traces = {"full": full} if full else {}
-        self.bench_arena_traces |= {p.stem.removeprefix("bench_arena_"): trace_runs(optional_json(p))
-                                    for p in sorted(path.glob("bench_arena_random_*.json"))}
+        files = {"full": optional_json(path / "bench_arena_trace.json") or self.bench_arena}
+        files |= {p.stem.removeprefix("bench_arena_"): optional_json(p) for p in sorted(path.glob("bench_arena_random_*.json"))}
+        self.bench_arena_traces = {name: runs for name, data in files.items() if (runs := trace_runs(data))}
+        # When they last ran (Google Benchmark's context date): the headline takes the Arena's rows from the
+        # folder whose replays are the newest.
+        self.trace_date = max((files[name].get("context", {}).get("date", "") for name in self.bench_arena_traces),
+                              default="")
         self.torch_decode = optional_json(path / "torch_decode.json")
         self.torch_allocators = optional_json(path / "torch_allocators.json")
         self.torch_allocators_decoder = optional_json(path / "torch_allocators_decoder.json")
@@ -137,7 +141,8 @@ class Folder:
         return self.path / name
 
     # The headline: what a user replacing a peer gains or pays, on the largest cases measured.
-    def headline_rows(self) -> list[list[str]]:
+    def growth_headline_rows(self) -> list[list[str]]:
+        """cuvmm-plan's growth: the largest growth copy-and-grow completes, and how far a buffer reaches."""
         rows = []
         big = max((t for t, a in self.cases() if self.growth("cudaMalloc_copy_grow_2x", t, a) and
                    self.growth("cudaMalloc_copy_grow_2x", t, a)["status"] == "ok"), default=None)
@@ -165,6 +170,11 @@ class Folder:
                          f"of {reach['free_at_start'] / GIB:.1f} GiB free",
                          f"cudaMalloc copy-and-grow 2x: {copy_max / GIB:.1f} GiB",
                          f"{reach['reached_bytes'] / copy_max:.2f}"])
+        return rows
+
+    def plan_arena_headline_rows(self) -> list[list[str]]:
+        """cuvmm-plan's trace replays (in C++ and through PyTorch) and PyTorch's random traces."""
+        rows = []
         arena, pool = self.replay("cuvmm_arena"), self.replay("cudaMallocAsync")
         if arena and pool:
             rows.append(["allocation trace: time in allocate/free", f"{arena['seconds']:.3f} s",
@@ -187,6 +197,48 @@ class Folder:
         rows += self.torch_random_headline()
         return rows
 
+    def bench_arena_headline_rows(self) -> list[list[str]]:
+        """bench_arena's C++ replays (the defaults over cudaMallocAsync and RMM's pool, per trace), PyTorch's
+        random traces and decoder, and threads: the Arena's rows where bench/ measured them."""
+        medians = {trace: trace_medians(runs) for trace, runs in self.bench_arena_traces.items()}
+        arena, pool, rmm = "trace/arena/page_MiB:2", "trace/cudaMallocAsync", "trace/rmm_pool"
+        both = [m for m in medians.values() if arena in m and pool in m and not m[arena]["failed"] and not m[pool]["failed"]]
+        what = f"C++ replays of {len(both)} allocation traces, the Arena's defaults (medians of repetitions)"
+        rows = []
+        if both:
+            rows.append([f"{what}: time", span([m[arena]["seconds"] for m in both], "{:.3f}") + " s",
+                         f"cudaMallocAsync: {span([m[pool]['seconds'] for m in both], '{:.3f}')} s",
+                         span([m[arena]["seconds"] / m[pool]["seconds"] for m in both], "{:.2f}")])
+            with_rmm = [m for m in both if rmm in m and not m[rmm]["failed"]]
+            if with_rmm:
+                rows.append([f"{what}: time", span([m[arena]["seconds"] for m in with_rmm], "{:.3f}") + " s",
+                             f"RMM's pool: {span([m[rmm]['seconds'] for m in with_rmm], '{:.3f}')} s",
+                             span([m[arena]["seconds"] / m[rmm]["seconds"] for m in with_rmm], "{:.2f}")])
+            rows.append([f"{what}: peak live / peak held", span([m[arena]["utilization"] for m in both], "{:.2f}"),
+                         f"cudaMallocAsync: {span([m[pool]['utilization'] for m in both], '{:.2f}')}",
+                         span([m[arena]["utilization"] / m[pool]["utilization"] for m in both], "{:.2f}")])
+        rows += self.torch_random_headline()
+        decoder = {r["mode"]: r for r in (self.torch_allocators_decoder or {"summary": []})["summary"]
+                   if r["workload"] == "decoder"}
+        if {"cuvmm", "default", "expandable"} <= decoder.keys():
+            mine = decoder["cuvmm"]
+            peers = [("PyTorch's caching allocator", decoder["default"]), ("expandable segments", decoder["expandable"])]
+            name, faster = min(peers, key=lambda p: p[1]["seconds"])
+            rows.append(["PyTorch, a decoder trained on batches of varying shape: time", f"{mine['seconds']:.2f} s",
+                         f"{name}: {faster['seconds']:.2f} s", f"{mine['seconds'] / faster['seconds']:.2f}"])
+            rows.append(["PyTorch, a decoder trained on batches of varying shape: peak reserved",
+                         f"{mine['peak_reserved'] / GIB:.1f} GiB",
+                         f"expandable segments: {decoder['expandable']['peak_reserved'] / GIB:.1f} GiB",
+                         f"{mine['peak_reserved'] / decoder['expandable']['peak_reserved']:.2f}"])
+        rate, _ = thread_rates(self.bench_arena)
+        counts = [n for (name, n) in rate if name == "arena" and ("cudaMallocAsync", n) in rate]
+        if counts:
+            most = max(counts)
+            mine, pool = rate[("arena", most)], rate[("cudaMallocAsync", most)]
+            rows.append([f"{most} threads allocating and freeing on their own streams", f"{mine / 1e6:.1f} M pairs/s",
+                         f"cudaMallocAsync: {pool / 1e6:.2f} M pairs/s", f"{mine / pool:.0f}"])
+        return rows
+
     def torch_random_headline(self) -> list[list[str]]:
         """PyTorch's random traces: cuvmm_torch against the allocator a PyTorch user has, over the seeds."""
         if not self.torch_allocators:
@@ -194,15 +246,11 @@ class Folder:
         summary = [r for r in self.torch_allocators["summary"] if r["workload"].startswith("random:")]
 
         def spread(mode: str, key: str, form: str) -> str:
-            values = [r[key] for r in summary if r["mode"] == mode]
-            low, high = form.format(min(values)), form.format(max(values))
-            return low if low == high else f"{low}-{high}"
+            return span([r[key] for r in summary if r["mode"] == mode], form)
 
         def ratio(key: str, peer: str) -> str:
             by = {(r["workload"], r["mode"]): r[key] for r in summary}
-            values = [by[(w, "cuvmm")] / by[(w, peer)] for w, m in by if m == "cuvmm" and (w, peer) in by]
-            low, high = f"{min(values):.2f}", f"{max(values):.2f}"
-            return low if low == high else f"{low}-{high}"
+            return span([by[(w, "cuvmm")] / by[(w, peer)] for w, m in by if m == "cuvmm" and (w, peer) in by], "{:.2f}")
 
         what = "PyTorch, random traces of 20k tensors"
         return [[f"{what}: largest tensor that fits after", spread("cuvmm", "largest_after_share", "{:.3f}"),
@@ -217,16 +265,36 @@ class Folder:
         return source.removeprefix("generated: ")
 
 
+HEADLINE_HEADER = ["measure", "GPU", "cuvmm", "compared with", "cuvmm / peer"]
+
+
 def headline(folders: list[Folder]) -> list[str]:
-    out = []
-    for f in folders:
-        if not f.plan:
-            continue
-        out += table([f"{f.device} (`cuvmm-plan --profile {f.plan['profile']}`)", "cuvmm", "compared with",
-                      "cuvmm / peer"], f.headline_rows())
-        out += ["", f"Below 1 is better for time and peak memory, above 1 for size and utilization. The trace: "
-                    f"{f.trace_text()}. All figures: [docs/performance.md](docs/performance.md) and "
-                    f"[bench/results/{f.name}/](bench/results/{f.name}/README.md)."]
+    """README's table: growth from each folder with a cuvmm-plan run; the Arena's rows from the folder whose
+    C++ trace replays are the newest (bench_arena's, with PyTorch's allocators and threads beside them), or,
+    where no folder has any, from cuvmm-plan's own trace replays. Nothing without a cuvmm-plan run."""
+    plans = [f for f in folders if f.plan]
+    if not plans:
+        return []
+    arena = max((f for f in folders if f.bench_arena_traces), key=lambda f: f.trace_date, default=None)
+    rows, notes = [], []
+    for f in plans:
+        gpu = f.device.removeprefix("NVIDIA ")
+        rows += [[r[0], gpu, *r[1:]] for r in f.growth_headline_rows()]
+        notes.append(f"Growth: `cuvmm-plan --profile {f.plan['profile']}` on the {f.device} "
+                     f"([bench/results/{f.name}/](bench/results/{f.name}/README.md)).")
+        if arena is None:
+            rows += [[r[0], gpu, *r[1:]] for r in f.plan_arena_headline_rows()]
+            notes.append(f"The allocation trace: {f.trace_text()}.")
+    if arena is not None:
+        gpu = arena.device.removeprefix("NVIDIA ")
+        rows += [[r[0], gpu, *r[1:]] for r in arena.bench_arena_headline_rows()]
+        notes.append(f"The Arena: `bench/bench_arena` (C++ replays of cuvmm-plan's full trace and of random traces "
+                     f"from `bench/torch_allocators.py traces`, each allocator fresh; threads on their own streams) and "
+                     f"`bench/torch_allocators.py` (PyTorch) on the {arena.device} "
+                     f"([bench/results/{arena.name}/](bench/results/{arena.name}/README.md)).")
+    out = table(HEADLINE_HEADER, rows)
+    out += ["", "Below 1 is better for time and peak memory, above 1 for size, utilization and throughput. " +
+            " ".join(notes) + " All figures: [docs/performance.md](docs/performance.md)."]
     return out
 
 
@@ -370,18 +438,25 @@ BENCH_GROWTH_TEXT = ("`bench/bench_growth` (`bench_growth.json`): each benchmark
                      "lazily. The buffer's time over the same appends and fills into preallocated memory:")
 
 
-def arena_threads_rows(f: Folder) -> list[list[str]]:
-    """bench_arena threads/: alloc+free pairs per second of all threads together, Arena and
-    cudaMallocAsync, from one run."""
-    if not f.bench_arena:
-        return []
+def thread_rates(data: dict | None) -> tuple[dict, dict]:
+    """bench_arena threads/: pairs per second of all threads together, timed and in the first round, by
+    (allocator, threads)."""
     rate, first = {}, {}
-    for b in f.bench_arena["benchmarks"]:
+    for b in (data or {"benchmarks": []})["benchmarks"]:
         parts = b["name"].split("/")
         if parts[0] == "threads" and b.get("run_type") == "iteration" and not b.get("error_occurred"):
             rate[(parts[1], int(parts[2]))] = b["items_per_second"]
             if "first_round_pairs_per_second" in b:
                 first[(parts[1], int(parts[2]))] = b["first_round_pairs_per_second"]
+    return rate, first
+
+
+def arena_threads_rows(f: Folder) -> list[list[str]]:
+    """bench_arena threads/: alloc+free pairs per second of all threads together, Arena and
+    cudaMallocAsync, from one run."""
+    if not f.bench_arena:
+        return []
+    rate, first = thread_rates(f.bench_arena)
     counts = sorted({n for (_, n) in rate})
     one = rate.get(("arena", 1))
     rows = []
@@ -435,22 +510,39 @@ def arena_trace_rows(f: Folder) -> list[list[str]]:
     rows = []
     for name, runs in f.bench_arena_traces.items():
         trace = "cuvmm-plan's full trace" if name == "full" else f"`{name.replace('_', ':')}`"
-        failed = {n: max(b.get("failed_allocations", 0) for b in bs) for n, bs in runs.items()}
-        median = {n: statistics.median_low([b["replay_s"] for b in bs]) for n, bs in runs.items()}
-        seconds = {n.split("/")[1]: median[n] for n in runs if not failed[n]}
-        for n, bs in runs.items():
+        medians = trace_medians(runs)
+        seconds = {n.split("/")[1]: m["seconds"] for n, m in medians.items() if not m["failed"]}
+        for n, m in medians.items():
             label = arena_trace_label(n)
             if label is None:
                 continue
-            if failed[n]:
-                rows.append([trace, label, f"{failed[n]:.0f} allocations failed", "-", "-", "-"])
+            if m["failed"]:
+                rows.append([trace, label, f"{m['failed']:.0f} allocations failed", "-", "-", "-"])
                 continue
-            kept = next(b for b in bs if b["replay_s"] == median[n])
-            times = sorted(b["replay_s"] for b in bs)
-            spread = f" ({times[0]:.3f}-{times[-1]:.3f})" if len(times) > 1 else ""
-            ratio = [f"{median[n] / seconds[peer]:.2f}" if peer in seconds else "-" for peer in ("cudaMallocAsync", "rmm_pool")]
-            rows.append([trace, label, f"{median[n]:.3f}{spread}", *ratio, f"{kept['utilization']:.3f}"])
+            spread = f" ({m['fastest']:.3f}-{m['slowest']:.3f})" if m["repetitions"] > 1 else ""
+            ratio = [f"{m['seconds'] / seconds[peer]:.2f}" if peer in seconds else "-" for peer in ("cudaMallocAsync", "rmm_pool")]
+            rows.append([trace, label, f"{m['seconds']:.3f}{spread}", *ratio, f"{m['utilization']:.3f}"])
     return rows
+
+
+def trace_medians(runs: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per benchmark of one trace (trace_runs()): the median replay time of its repetitions (the lower middle
+    one), the utilization of that run, the fastest and slowest, how many ran, and the most allocations a
+    repetition failed (0: none)."""
+    out = {}
+    for n, bs in runs.items():
+        times = sorted(b["replay_s"] for b in bs)
+        median = statistics.median_low(times)
+        kept = next(b for b in bs if b["replay_s"] == median)
+        out[n] = {"seconds": median, "utilization": kept["utilization"], "fastest": times[0], "slowest": times[-1],
+                  "repetitions": len(times), "failed": max(b.get("failed_allocations", 0) for b in bs)}
+    return out
+
+
+def span(values: list[float], form: str) -> str:
+    """The range of `values` as text ("0.60-0.85"), or one value where both ends print alike."""
+    low, high = form.format(min(values)), form.format(max(values))
+    return low if low == high else f"{low}-{high}"
 
 
 def arena_trace_text(f: Folder) -> str:

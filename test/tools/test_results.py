@@ -91,7 +91,7 @@ class BenchmarksOnlyFolder(unittest.TestCase):
         for plan_section in ("## Growth", "## Allocation trace", "## Driver calls", "plan.json"):
             self.assertNotIn(plan_section, readme)
 
-    def test_the_headline_leaves_out_a_folder_without_a_plan(self):
+    def test_the_headline_needs_a_folder_with_a_plan(self):
         self.assertEqual(results.headline([self.folder]), [])
 
     def test_cuvmm_plans_full_trace_comes_from_bench_arena_trace_json(self):
@@ -99,6 +99,64 @@ class BenchmarksOnlyFolder(unittest.TestCase):
         folder = results.Folder(self.path)
         self.assertEqual(list(folder.bench_arena_traces), ["full", "random_1"])
         self.assertIn("| `bench_arena_trace.json` |", results.folder_readme(folder))
+
+
+class Headline(unittest.TestCase):
+    """README's table: growth from the cuvmm-plan run, the Arena's rows from the newest C++ trace replays."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        base = pathlib.Path(self.tmp.name)
+        self.plan = base / "plangpu"
+        self.plan.mkdir()
+        # A real cuvmm-plan report (growth, reach, its own trace replays), nothing else.
+        (self.plan / "plan.json").write_text((ROOT / "bench" / "results" / "h200" / "plan.json").read_text())
+        self.bench = base / "benchgpu"
+        self.bench.mkdir()
+        (self.bench / "nvidia-smi.csv").write_text(SMI)
+        for n, (arena, pool, rmm) in enumerate([(0.3, 0.4, 0.2), (0.2, 0.5, 0.1)], start=1):
+            data = trace_file({"arena/page_MiB:2": [arena] * 3, "cudaMallocAsync": [pool] * 3, "rmm_pool": [rmm] * 3})
+            data["context"]["date"] = f"2026-01-0{n}T00:00:00+00:00"
+            (self.bench / f"bench_arena_random_{n}.json").write_text(json.dumps(data))
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def rows(self, *folders) -> dict[str, list[list[str]]]:
+        lines = results.headline([results.Folder(f) for f in folders])
+        by_measure: dict[str, list[list[str]]] = {}
+        for line in lines[2:]:
+            if not line.startswith("| "):
+                break
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            by_measure.setdefault(cells[0], []).append(cells[1:])
+        return by_measure
+
+    def test_the_arena_rows_come_from_the_newest_trace_replays(self):
+        rows = self.rows(self.plan, self.bench)
+        replays = "C++ replays of 2 allocation traces, the Arena's defaults (medians of repetitions)"
+        # Each trace's median (all three repetitions alike here) over the peers' on the same trace.
+        self.assertEqual(rows[f"{replays}: time"], [["Test GPU", "0.200-0.300 s", "cudaMallocAsync: 0.400-0.500 s", "0.40-0.75"],
+                                                    ["Test GPU", "0.200-0.300 s", "RMM's pool: 0.100-0.200 s", "1.50-2.00"]])
+        # The utilization of each median run: trace_file() gives the three repetitions 0.5, 0.6, 0.7; the
+        # lower middle time is the first one listed among equals.
+        self.assertEqual(rows[f"{replays}: peak live / peak held"], [["Test GPU", "0.50", "cudaMallocAsync: 0.50", "1.00"]])
+        # Growth comes from the plan; its own trace replays are left out for the newer ones.
+        self.assertIn("largest buffer that grows in place", rows)
+        self.assertEqual(rows["largest buffer that grows in place"][0][0], "H200")
+        self.assertNotIn("allocation trace: time in allocate/free", rows)
+
+    def test_without_c_replays_the_plans_own_trace_rows_stay(self):
+        rows = self.rows(self.plan)
+        self.assertEqual(rows["allocation trace: time in allocate/free"][0][:2], ["H200", "0.306 s"])
+        self.assertNotIn("C++ replays of 2 allocation traces, the Arena's defaults (medians of repetitions): time", rows)
+
+    def test_a_failed_replay_is_no_trace_of_the_range(self):
+        data = trace_file({"arena/page_MiB:2": [0.9] * 3, "cudaMallocAsync": [0.1] * 3}, failed={"arena/page_MiB:2": 5})
+        data["context"]["date"] = "2026-01-03T00:00:00+00:00"
+        (self.bench / "bench_arena_random_3.json").write_text(json.dumps(data))
+        rows = self.rows(self.plan, self.bench)
+        self.assertIn("C++ replays of 2 allocation traces, the Arena's defaults (medians of repetitions): time", rows)
 
 
 if __name__ == "__main__":
