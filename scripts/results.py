@@ -204,19 +204,19 @@ class Folder:
         arena, pool, rmm = "trace/arena/page_MiB:2", "trace/cudaMallocAsync", "trace/rmm_pool"
         both = [m for m in medians.values() if arena in m and pool in m and not m[arena]["failed"] and not m[pool]["failed"]]
         what = f"C++ replays of {len(both)} allocation traces, the Arena's defaults (medians of repetitions)"
+        def against(measure: str, key: str, form: str, unit: str, peer: str, peer_name: str, traces: list[dict]) -> list[str]:
+            """The Arena's `key` over the traces, the peer's, and their ratio per trace, each as a range."""
+            return [f"{what}: {measure}", span([m[arena][key] for m in traces], form) + unit,
+                    f"{peer_name}: {span([m[peer][key] for m in traces], form)}{unit}",
+                    span([m[arena][key] / m[peer][key] for m in traces], "{:.2f}")]
+
         rows = []
         if both:
-            rows.append([f"{what}: time", span([m[arena]["seconds"] for m in both], "{:.3f}") + " s",
-                         f"cudaMallocAsync: {span([m[pool]['seconds'] for m in both], '{:.3f}')} s",
-                         span([m[arena]["seconds"] / m[pool]["seconds"] for m in both], "{:.2f}")])
+            rows.append(against("time", "seconds", "{:.3f}", " s", pool, "cudaMallocAsync", both))
             with_rmm = [m for m in both if rmm in m and not m[rmm]["failed"]]
             if with_rmm:
-                rows.append([f"{what}: time", span([m[arena]["seconds"] for m in with_rmm], "{:.3f}") + " s",
-                             f"RMM's pool: {span([m[rmm]['seconds'] for m in with_rmm], '{:.3f}')} s",
-                             span([m[arena]["seconds"] / m[rmm]["seconds"] for m in with_rmm], "{:.2f}")])
-            rows.append([f"{what}: peak live / peak held", span([m[arena]["utilization"] for m in both], "{:.2f}"),
-                         f"cudaMallocAsync: {span([m[pool]['utilization'] for m in both], '{:.2f}')}",
-                         span([m[arena]["utilization"] / m[pool]["utilization"] for m in both], "{:.2f}")])
+                rows.append(against("time", "seconds", "{:.3f}", " s", rmm, "RMM's pool", with_rmm))
+            rows.append(against("peak live / peak held", "utilization", "{:.2f}", "", pool, "cudaMallocAsync", both))
         rows += self.torch_random_headline()
         decoder = {r["mode"]: r for r in (self.torch_allocators_decoder or {"summary": []})["summary"]
                    if r["workload"] == "decoder"}
@@ -276,18 +276,20 @@ def headline(folders: list[Folder]) -> list[str]:
     if not plans:
         return []
     arena = max((f for f in folders if f.bench_arena_traces), key=lambda f: f.trace_date, default=None)
+
+    def on(f: Folder, measured: list[list[str]]) -> list[list[str]]:  # each row with the GPU that measured it
+        return [[r[0], f.device.removeprefix("NVIDIA "), *r[1:]] for r in measured]
+
     rows, notes = [], []
     for f in plans:
-        gpu = f.device.removeprefix("NVIDIA ")
-        rows += [[r[0], gpu, *r[1:]] for r in f.growth_headline_rows()]
+        rows += on(f, f.growth_headline_rows())
         notes.append(f"Growth: `cuvmm-plan --profile {f.plan['profile']}` on the {f.device} "
                      f"([bench/results/{f.name}/](bench/results/{f.name}/README.md)).")
         if arena is None:
-            rows += [[r[0], gpu, *r[1:]] for r in f.plan_arena_headline_rows()]
+            rows += on(f, f.plan_arena_headline_rows())
             notes.append(f"The allocation trace: {f.trace_text()}.")
     if arena is not None:
-        gpu = arena.device.removeprefix("NVIDIA ")
-        rows += [[r[0], gpu, *r[1:]] for r in arena.bench_arena_headline_rows()]
+        rows += on(arena, arena.bench_arena_headline_rows())
         notes.append(f"The Arena: `bench/bench_arena` (C++ replays of cuvmm-plan's full trace and of random traces "
                      f"from `bench/torch_allocators.py traces`, each allocator fresh; threads on their own streams) and "
                      f"`bench/torch_allocators.py` (PyTorch) on the {arena.device} "
