@@ -62,11 +62,15 @@ class Caches:
     def __init__(self, torch, kind: str, model: Model, batch: int, max_len: int, dtype, dev):
         self.torch, self.kind, self.model, self.batch, self.max_len = torch, kind, model, batch, max_len
         row = (model.heads, model.head_dim)
-        if kind == "growable":
+        if kind in ("growable", "growable_premapped"):
             import cuvmm_torch
 
             # compact: small caches hold at most 1/16 of their size (and a granule) unused.
-            make = lambda: cuvmm_torch.GrowableTensor(row, dtype, dev, max_rows=max_len, growth="compact")
+            def make():
+                c = cuvmm_torch.GrowableTensor(row, dtype, dev, max_rows=max_len, growth="compact")
+                if kind == "growable_premapped":  # every row mapped now: the decode steps grow nothing
+                    c.reserve(max_len)
+                return c
         elif kind == "preallocated":
             make = lambda: torch.empty((max_len, *row), dtype=dtype, device=dev)
         else:
@@ -82,7 +86,7 @@ class Caches:
             for b in range(self.batch):
                 for caches, rows in ((self.k, prompt_k), (self.v, prompt_v)):
                     c = caches[layer][b]
-                    if self.kind == "growable":
+                    if self.kind.startswith("growable"):
                         c.append(rows)
                     elif self.kind == "preallocated":
                         c[:n].copy_(rows)
@@ -96,7 +100,7 @@ class Caches:
         out = []
         for caches, row in ((self.k, k), (self.v, v)):
             c = caches[layer][b]
-            if self.kind == "growable":
+            if self.kind.startswith("growable"):
                 c.append(row)
                 out.append(c.tensor)
             elif self.kind == "preallocated":
@@ -112,7 +116,7 @@ class Caches:
         out = []
         for caches in (self.k, self.v):
             c = caches[layer][b]
-            if self.kind == "growable":
+            if self.kind.startswith("growable"):
                 if len(c) < rows:
                     c.resize_(rows)
                 out.append(c.view(0, rows))
@@ -122,7 +126,7 @@ class Caches:
 
     def held_bytes(self) -> int:
         """Bytes cuvmm maps for GrowableTensor caches (mapped and mapped ahead); 0 for the others."""
-        if self.kind != "growable":
+        if not self.kind.startswith("growable"):
             return 0
         total = 0
         for caches in (self.k, self.v):
@@ -235,7 +239,7 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype,
     peak = torch.cuda.max_memory_allocated() - base + held
     # The caches' own bytes at their peak: cuvmm's mapping, the maximum length, or (torch.cat) PyTorch's
     # peak allocation, which holds the caches, a copy while one grows and an eager step's activations.
-    cache_bytes = {"growable": held,
+    cache_bytes = {"growable": held, "growable_premapped": held,
                    "preallocated": 2 * model.layers * args.batch * max_len * row_bytes}.get(
                        kind, torch.cuda.max_memory_allocated() - base)
     result = {
@@ -326,7 +330,10 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bucket", type=int, default=128, help="positions one CUDA graph serves")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="then N steps of each eager variant under torch.profiler (into the JSON; 0: none)")
-    parser.add_argument("--variants", default=",".join(f"{k}{'+graphs' if g else ''}" for k, g in VARIANTS))
+    parser.add_argument("--variants", default=",".join(f"{k}{'+graphs' if g else ''}" for k, g in VARIANTS),
+                        help="comma-separated KIND[+graphs], KIND one of preallocated, growable, cat and "
+                             "growable_premapped (GrowableTensor caches with every row mapped at the start: "
+                             "growth's share of a difference)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--graphs", action="store_true", help=argparse.SUPPRESS)
     return parser
