@@ -42,6 +42,10 @@ import sys
 import time
 
 VARIANTS = [("preallocated", False), ("growable", False), ("cat", False), ("preallocated", True), ("growable", True)]
+# Cache kinds whose caches are GrowableTensors (growable_premapped: every row mapped at the start, to
+# tell growth's share of a difference from the rest of the cache's path).
+GROWABLE_KINDS = ("growable", "growable_premapped")
+KINDS = ("preallocated", "cat") + GROWABLE_KINDS
 
 
 class Model:
@@ -61,8 +65,9 @@ class Caches:
 
     def __init__(self, torch, kind: str, model: Model, batch: int, max_len: int, dtype, dev):
         self.torch, self.kind, self.model, self.batch, self.max_len = torch, kind, model, batch, max_len
+        self.growable = kind in GROWABLE_KINDS
         row = (model.heads, model.head_dim)
-        if kind in ("growable", "growable_premapped"):
+        if self.growable:
             import cuvmm_torch
 
             # compact: small caches hold at most 1/16 of their size (and a granule) unused.
@@ -86,7 +91,7 @@ class Caches:
             for b in range(self.batch):
                 for caches, rows in ((self.k, prompt_k), (self.v, prompt_v)):
                     c = caches[layer][b]
-                    if self.kind.startswith("growable"):
+                    if self.growable:
                         c.append(rows)
                     elif self.kind == "preallocated":
                         c[:n].copy_(rows)
@@ -100,7 +105,7 @@ class Caches:
         out = []
         for caches, row in ((self.k, k), (self.v, v)):
             c = caches[layer][b]
-            if self.kind.startswith("growable"):
+            if self.growable:
                 c.append(row)
                 out.append(c.tensor)
             elif self.kind == "preallocated":
@@ -116,7 +121,7 @@ class Caches:
         out = []
         for caches in (self.k, self.v):
             c = caches[layer][b]
-            if self.kind.startswith("growable"):
+            if self.growable:
                 if len(c) < rows:
                     c.resize_(rows)
                 out.append(c.view(0, rows))
@@ -126,7 +131,7 @@ class Caches:
 
     def held_bytes(self) -> int:
         """Bytes cuvmm maps for GrowableTensor caches (mapped and mapped ahead); 0 for the others."""
-        if not self.kind.startswith("growable"):
+        if not self.growable:
             return 0
         total = 0
         for caches in (self.k, self.v):
@@ -239,9 +244,9 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype,
     peak = torch.cuda.max_memory_allocated() - base + held
     # The caches' own bytes at their peak: cuvmm's mapping, the maximum length, or (torch.cat) PyTorch's
     # peak allocation, which holds the caches, a copy while one grows and an eager step's activations.
-    cache_bytes = {"growable": held, "growable_premapped": held,
-                   "preallocated": 2 * model.layers * args.batch * max_len * row_bytes}.get(
-                       kind, torch.cuda.max_memory_allocated() - base)
+    cache_bytes = (held if caches.growable else
+                   2 * model.layers * args.batch * max_len * row_bytes if kind == "preallocated" else
+                   torch.cuda.max_memory_allocated() - base)
     result = {
         "kind": kind, "graphs": graphs, "seconds": seconds, "capture_seconds": capture_seconds,
         "tokens_per_second": args.batch * args.new_tokens / seconds,
@@ -331,9 +336,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="then N steps of each eager variant under torch.profiler (into the JSON; 0: none)")
     parser.add_argument("--variants", default=",".join(f"{k}{'+graphs' if g else ''}" for k, g in VARIANTS),
-                        help="comma-separated KIND[+graphs], KIND one of preallocated, growable, cat and "
-                             "growable_premapped (GrowableTensor caches with every row mapped at the start: "
-                             "growth's share of a difference)")
+                        help="comma-separated KIND[+graphs], KIND one of " + ", ".join(KINDS) +
+                             " (growable_premapped: GrowableTensor caches with every row mapped at the start)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--graphs", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -344,6 +348,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.prompt + args.new_tokens > args.max_len:
         parser.error("--prompt + --new-tokens must not exceed --max-len")
+    for name in args.variants.split(","):
+        if name.removesuffix("+graphs") not in KINDS:
+            parser.error(f"--variants: {name!r} is not KIND[+graphs] with KIND one of {', '.join(KINDS)}")
     if args.child:
         print(json.dumps(child(args)))
         return 0
@@ -355,7 +362,7 @@ def main() -> int:
               "variants": [], "summary": []}
     passed = [a for a in sys.argv[1:]]
     for name in args.variants.split(","):
-        kind, graphs = name.replace("+graphs", ""), name.endswith("+graphs")
+        kind, graphs = name.removesuffix("+graphs"), name.endswith("+graphs")
         command = child_command(passed, kind, graphs)
         started = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True)

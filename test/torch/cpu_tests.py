@@ -7,8 +7,10 @@ exact numbers.
 
 Each test uses its own device index (a host arena per index: the registry cannot drop one).
 """
+import contextlib
 import ctypes
 import gc
+import io
 import json
 import os
 import re
@@ -541,6 +543,18 @@ class BenchScriptsTest(unittest.TestCase):
         child = script.make_parser().parse_args(script.child_command(passed, "growable", True)[2:])
         self.assertEqual((child.child, child.graphs, child.batch, child.new_tokens, child.out),
                          ("growable", True, 4, 64, "somewhere"))
+
+    def test_decode_refuses_an_unknown_variant_before_running_any(self):
+        script = bench_script("torch_decode")
+        argv = sys.argv
+        sys.argv = ["torch_decode.py", "--out", "somewhere", "--variants", "growable_premapped,growable+graphs,cache"]
+        try:
+            with contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as exit:
+                script.main()
+        finally:
+            sys.argv = argv
+        self.assertEqual(exit.exception.code, 2)
+        self.assertIn("'cache' is not KIND[+graphs]", err.getvalue())
 
 
 if __name__ == "__main__":
