@@ -6,10 +6,15 @@ sequence's cache, an output projection.
 
     PYTHONPATH=DIR_WITH_cuvmm_torch python3 bench/torch_decode.py --out DIR [--repeats 3] [options]
 
-Each variant (cache kind, graphs or not) runs in a fresh process: a warm-up run, then --repeats timed
-runs, each with fresh caches holding a prompt of --prompt tokens per sequence, then --new-tokens
-decode steps; tokens/s = batch * new tokens / the time of the decode steps (CUDA graph captures
-included, and also reported apart). Peak memory is what the run held beyond what was live before its
+Each variant (cache kind, graphs or not) runs in --processes fresh processes, the variants taking
+turns (one process of each per round): the eager loop is bound by the host's kernel launches, and
+its speed differs from one process to the next by more than the cache kinds differ (on an H100, one
+kind's processes took 0.60-1.13 s for the same steps), so a variant measured in one process says
+little. Each process makes a warm-up run as long as the timed ones (attention builds its kernel
+plans per length there), then --repeats timed runs, each with fresh caches holding a prompt of
+--prompt tokens per sequence, then --new-tokens decode steps; tokens/s = batch * new tokens / the
+time of the decode steps (CUDA graph captures included, and also reported apart). A variant's
+tokens/s is the median over its processes of each process's median. Peak memory is what the run held beyond what was live before its
 caches were made (the model and the prompt's keys and values): PyTorch's peak (torch.cuda.max_memory_allocated(): the preallocated and torch.cat
 caches, activations, graph pools) plus, for GrowableTensor caches, the bytes cuvmm mapped for them
 (which PyTorch's allocator does not see). It is compared with the bytes of the keys and values held at
@@ -22,10 +27,10 @@ the bucket's end when a bucket starts (the graphs captured before keep working: 
 graph is captured per bucket; preallocated caches use the same buckets and graphs. torch.cat moves
 its caches at every step, so it has no graph variant.
 
-Writes DIR/torch_decode.json: every run and, per variant, the medians, tokens/s over preallocated's
-(same graph mode) and peak memory over the tokens held.
+Writes DIR/torch_decode.json: every run (per variant, and per process), per variant the medians,
+tokens/s over preallocated's (same graph mode) and peak memory over the tokens held.
 
---profile N: after the timed runs, each eager variant decodes N more steps (fresh caches) under
+--profile N: after the timed runs of its first process, each eager variant decodes N more steps (fresh caches) under
 torch.profiler, the cache updates and the attention marked as regions ("cache_update", "attention"),
 and its JSON gets the operators that took the most host and device time, and every CUDA runtime
 call with its count: where a variant's time goes, without changing the timed runs.
@@ -269,9 +274,7 @@ def child(args) -> dict:
     dtype = torch.bfloat16
     torch.cuda.init()
     model = Model(torch, args.layers, args.heads, args.head_dim, dtype, dev)
-    warm = argparse.Namespace(**vars(args))
-    warm.new_tokens = min(args.new_tokens, 2 * args.bucket)
-    run_once(torch, F, warm, kind, graphs, model, dev, dtype)
+    run_once(torch, F, args, kind, graphs, model, dev, dtype)  # warm-up: every length's attention plans
     torch.cuda.empty_cache()
     runs = [run_once(torch, F, args, kind, graphs, model, dev, dtype) for _ in range(args.repeats)]
     result = {"kind": kind, "graphs": graphs, "runs": runs}
@@ -316,15 +319,57 @@ def profile(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype, t
     }
 
 
-def child_command(passed: list[str], kind: str, graphs: bool) -> list[str]:
-    """The command line of the fresh process that measures one variant, with the options `passed`."""
-    return [sys.executable, __file__, *passed, "--child", kind] + (["--graphs"] if graphs else [])
+def child_command(passed: list[str], kind: str, graphs: bool, profile: bool = True) -> list[str]:
+    """The command line of the fresh process that measures one variant, with the options `passed`
+    (without --profile's steps where `profile` is false: only a variant's first process profiles)."""
+    return ([sys.executable, __file__, *passed] + ([] if profile else ["--profile", "0"]) + ["--child", kind]
+            + (["--graphs"] if graphs else []))
+
+
+def schedule(variants: list[str], processes: int) -> list[tuple[str, int]]:
+    """The order of the processes: (variant, its process number), the variants taking turns."""
+    return [(name, p) for p in range(processes) for name in variants]
+
+
+def median_over_processes(processes: list[list[dict]], key: str) -> float:
+    """The median over processes of each process's median of `key` over its runs."""
+    return statistics.median(statistics.median(r[key] for r in runs) for runs in processes)
+
+
+def summarize(kind: str, graphs: bool, processes: list[list[dict]]) -> dict:
+    """A variant's row from the runs of each of its processes: tokens/s and capture time as medians
+    over processes (each process's median), memory as the median of every run (it does not vary)."""
+    runs = [r for p in processes for r in p]
+    return {
+        "kind": kind, "graphs": graphs,
+        "tokens_per_second": median_over_processes(processes, "tokens_per_second"),
+        "tokens_per_second_by_process": [statistics.median(r["tokens_per_second"] for r in p) for p in processes],
+        "capture_seconds": median_over_processes(processes, "capture_seconds"),
+        "peak_bytes": statistics.median(r["peak_bytes"] for r in runs),
+        "cache_bytes": statistics.median(r["cache_bytes"] for r in runs),
+        "tokens_held_bytes": runs[0]["tokens_held_bytes"],
+        "checksum": runs[0]["checksum"],
+    }
+
+
+def run_process(passed: list[str], kind: str, graphs: bool, profile: bool) -> dict:
+    """One fresh process of a variant: its runs (and profile), or the error it ended with."""
+    command = child_command(passed, kind, graphs, profile)
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": done.stderr[-3000:]}
+    measured = json.loads(done.stdout.strip().splitlines()[-1])  # the child's: kind, graphs, runs, profile
+    process = {k: v for k, v in measured.items() if k not in ("kind", "graphs")}
+    process["process_seconds"] = time.perf_counter() - started
+    return process
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="folder for torch_decode.json")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per process")
+    parser.add_argument("--processes", type=int, default=3, help="fresh processes per variant, taking turns")
     parser.add_argument("--batch", type=int, default=8, help="sequences decoded together")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=32)
@@ -348,6 +393,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.prompt + args.new_tokens > args.max_len:
         parser.error("--prompt + --new-tokens must not exceed --max-len")
+    if args.repeats < 1 or args.processes < 1:
+        parser.error("--repeats and --processes must be at least 1")
     for name in args.variants.split(","):
         if name.removesuffix("+graphs") not in KINDS:
             parser.error(f"--variants: {name!r} is not KIND[+graphs] with KIND one of {', '.join(KINDS)}")
@@ -357,39 +404,40 @@ def main() -> int:
     import torch
 
     config = {k: getattr(args, k) for k in ("batch", "layers", "heads", "head_dim", "prompt", "new_tokens",
-                                            "max_len", "bucket", "repeats")}
+                                            "max_len", "bucket", "repeats", "processes")}
     report = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "config": config,
               "variants": [], "summary": []}
-    passed = [a for a in sys.argv[1:]]
-    for name in args.variants.split(","):
-        kind, graphs = name.removesuffix("+graphs"), name.endswith("+graphs")
-        command = child_command(passed, kind, graphs)
-        started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            report["variants"].append({"kind": kind, "graphs": graphs, "error": done.stderr[-3000:]})
-            print(f"{name}: failed\n{done.stderr[-3000:]}", flush=True)
+    names = list(dict.fromkeys(args.variants.split(",")))  # each variant once, in the order given
+    by_name = {name: {"kind": name.removesuffix("+graphs"), "graphs": name.endswith("+graphs"), "processes": []}
+               for name in names}
+    for name, number in schedule(names, args.processes):
+        variant = by_name[name]
+        if variant.get("error"):
             continue
-        variant = json.loads(done.stdout.strip().splitlines()[-1])
-        variant["process_seconds"] = time.perf_counter() - started
-        report["variants"].append(variant)
-        runs = variant["runs"]
-        report["summary"].append({
-            "kind": kind, "graphs": graphs,
-            "tokens_per_second": statistics.median(r["tokens_per_second"] for r in runs),
-            "capture_seconds": statistics.median(r["capture_seconds"] for r in runs),
-            "peak_bytes": statistics.median(r["peak_bytes"] for r in runs),
-            "cache_bytes": statistics.median(r["cache_bytes"] for r in runs),
-            "tokens_held_bytes": runs[0]["tokens_held_bytes"],
-            "checksum": runs[0]["checksum"],
-        })
-        print(json.dumps(report["summary"][-1]), flush=True)
-        if "profile" in variant:
-            p = variant["profile"]
+        process = run_process(sys.argv[1:], variant["kind"], variant["graphs"], profile=number == 0)
+        if "error" in process:
+            variant["error"] = process["error"]
+            print(f"{name}: failed\n{process['error']}", flush=True)
+            continue
+        variant["processes"].append(process)
+        taken = statistics.median(r["tokens_per_second"] for r in process["runs"])
+        print(f"{name}, process {number + 1}: {taken:.1f} tokens/s (median of {len(process['runs'])} runs)", flush=True)
+        if "profile" in process:
+            p = process["profile"]
             regions = ", ".join(f"{k} {r['cpu_us'] / r['count']:.1f} us host per call" for k, r in p["regions"].items())
             syncs = [r for r in p["runtime_calls"] if "Synchronize" in r["name"]]
             print(f"  profile, {p['steps']} steps: {regions}; synchronizations: "
                   + (", ".join(f"{r['name']} x{r['count']}" for r in syncs) or "none"), flush=True)
+    for name in names:
+        variant = by_name[name]
+        if "error" in variant:
+            report["variants"].append({"kind": variant["kind"], "graphs": variant["graphs"], "error": variant["error"]})
+            continue
+        # "runs": every run of every process, as one list (the memory columns read it).
+        variant["runs"] = [r for p in variant["processes"] for r in p["runs"]]
+        report["variants"].append(variant)
+        report["summary"].append(summarize(variant["kind"], variant["graphs"],
+                                           [p["runs"] for p in variant["processes"]]))
     for s in report["summary"]:
         base = next((p for p in report["summary"] if p["kind"] == "preallocated" and p["graphs"] == s["graphs"]), None)
         s["tokens_per_second_over_preallocated"] = s["tokens_per_second"] / base["tokens_per_second"] if base else None

@@ -159,5 +159,35 @@ class Headline(unittest.TestCase):
         self.assertIn("C++ replays of 2 allocation traces, the Arena's defaults (medians of repetitions): time", rows)
 
 
+class DecodeText(unittest.TestCase):
+    """The decode loop's sentence names the command and the method its file was measured with."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = pathlib.Path(self.tmp.name) / "testgpu"
+        self.path.mkdir()
+        (self.path / "nvidia-smi.csv").write_text(SMI)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def folder_with(self, config: dict):
+        (self.path / "torch_decode.json").write_text(json.dumps({
+            "torch": "2.x", "variants": [], "summary": [],
+            "config": {"batch": 4, "new_tokens": 384, "repeats": 3, "layers": 4, "heads": 32, "head_dim": 128,
+                       "prompt": 1536, **config}}))
+        return results.Folder(self.path)
+
+    def test_several_processes_are_named_with_the_median_over_them(self):
+        text = results.decode_text(self.folder_with({"processes": 5}))
+        self.assertIn("--repeats 3 --processes 5`", text)
+        self.assertIn("each kind in 5 fresh processes, the kinds taking turns", text)
+
+    def test_a_file_from_before_the_option_was_one_process_per_kind(self):
+        text = results.decode_text(self.folder_with({}))
+        self.assertIn("--repeats 3 --processes 1`", text)
+        self.assertIn("each kind in one fresh process", text)
+
+
 if __name__ == "__main__":
     sys.exit(0 if unittest.main(exit=False).result.wasSuccessful() else 1)

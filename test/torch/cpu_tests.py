@@ -16,7 +16,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
+from unittest import mock
 
 import torch
 
@@ -543,6 +545,81 @@ class BenchScriptsTest(unittest.TestCase):
         child = script.make_parser().parse_args(script.child_command(passed, "growable", True)[2:])
         self.assertEqual((child.child, child.graphs, child.batch, child.new_tokens, child.out),
                          ("growable", True, 4, 64, "somewhere"))
+
+    def test_decode_profiles_only_in_a_variants_first_process(self):
+        script = bench_script("torch_decode")
+        passed = ["--out", "somewhere", "--profile", "16"]
+        first = script.make_parser().parse_args(script.child_command(passed, "growable", False)[2:])
+        later = script.make_parser().parse_args(script.child_command(passed, "growable", False, profile=False)[2:])
+        self.assertEqual((first.profile, later.profile, later.child), (16, 0, "growable"))
+
+    def test_decode_variants_take_turns_process_by_process(self):
+        script = bench_script("torch_decode")
+        self.assertEqual(script.schedule(["preallocated", "growable+graphs"], 3),
+                         [("preallocated", 0), ("growable+graphs", 0), ("preallocated", 1), ("growable+graphs", 1),
+                          ("preallocated", 2), ("growable+graphs", 2)])
+
+    def test_decode_speed_is_the_median_over_processes_of_each_ones_median(self):
+        script = bench_script("torch_decode")
+
+        def runs(*rates):
+            return [{"tokens_per_second": r, "capture_seconds": r / 1000, "peak_bytes": 7, "cache_bytes": 5,
+                     "tokens_held_bytes": 4, "checksum": 1.5} for r in rates]
+
+        # Per process medians 100, 60, 10: their median is 60; the median of all nine runs would be 70.
+        row = script.summarize("growable", False, [runs(100, 100, 100), runs(50, 60, 70), runs(200, 10, 10)])
+        self.assertEqual(row["tokens_per_second"], 60)
+        self.assertEqual(row["tokens_per_second_by_process"], [100, 60, 10])
+        self.assertEqual(row["capture_seconds"], 0.06)
+        self.assertEqual((row["peak_bytes"], row["cache_bytes"], row["tokens_held_bytes"]), (7, 5, 4))
+
+    def test_decode_report_holds_every_process_and_the_medians_over_them(self):
+        script = bench_script("torch_decode")
+        calls = []
+
+        def fake_process(passed, kind, graphs, profile):  # stands for one child process's measurement
+            calls.append((kind, graphs, profile))
+            rate = {"preallocated": [100, 300, 200], "growable": [90, 400, 210]}[kind][sum(c[0] == kind for c in calls) - 1]
+            runs = [{"tokens_per_second": rate, "capture_seconds": 0.0, "peak_bytes": 8, "cache_bytes": 6,
+                     "tokens_held_bytes": 4, "checksum": 2.0, "seconds": 1.0}] * 2
+            return {"runs": runs, "process_seconds": 3.0}
+
+        argv = sys.argv
+        with tempfile.TemporaryDirectory() as out:
+            sys.argv = ["torch_decode.py", "--out", out, "--variants", "preallocated,growable,preallocated"]
+            try:
+                with mock.patch.object(script, "run_process", fake_process), \
+                        mock.patch("torch.cuda.get_device_name", lambda i: "a test GPU"), \
+                        contextlib.redirect_stdout(io.StringIO()):
+                    self.assertEqual(script.main(), 0)
+            finally:
+                sys.argv = argv
+            with open(os.path.join(out, "torch_decode.json")) as f:
+                report = json.load(f)
+        # Three rounds, one process of each variant per round (the repeated name runs once), the
+        # first round's processes profiled.
+        self.assertEqual(calls, [("preallocated", False, True), ("growable", False, True)]
+                         + [("preallocated", False, False), ("growable", False, False)] * 2)
+        self.assertEqual(report["config"]["processes"], 3)
+        self.assertEqual([len(v["processes"]) for v in report["variants"]], [3, 3])
+        self.assertEqual([len(v["runs"]) for v in report["variants"]], [6, 6])
+        rows = {r["kind"]: r for r in report["summary"]}
+        self.assertEqual(rows["growable"]["tokens_per_second_by_process"], [90, 400, 210])
+        self.assertEqual(rows["preallocated"]["tokens_per_second"], 200)
+        self.assertEqual(rows["growable"]["tokens_per_second_over_preallocated"], 210 / 200)
+        self.assertEqual(rows["growable"]["cache_over_tokens_held"], 1.5)
+
+    def test_decode_refuses_no_process_before_running_any(self):
+        script = bench_script("torch_decode")
+        argv = sys.argv
+        sys.argv = ["torch_decode.py", "--out", "somewhere", "--processes", "0"]
+        try:
+            with contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as exit:
+                script.main()
+        finally:
+            sys.argv = argv
+        self.assertEqual(exit.exception.code, 2)
+        self.assertIn("--processes must be at least 1", err.getvalue())
 
     def test_decode_refuses_an_unknown_variant_before_running_any(self):
         script = bench_script("torch_decode")
