@@ -584,16 +584,12 @@ class BenchScriptsTest(unittest.TestCase):
                      "tokens_held_bytes": 4, "checksum": 2.0, "seconds": 1.0}] * 2
             return {"runs": runs, "process_seconds": 3.0}
 
-        argv = sys.argv
         with tempfile.TemporaryDirectory() as out:
-            sys.argv = ["torch_decode.py", "--out", out, "--variants", "preallocated,growable,preallocated"]
-            try:
-                with mock.patch.object(script, "run_process", fake_process), \
-                        mock.patch("torch.cuda.get_device_name", lambda i: "a test GPU"), \
-                        contextlib.redirect_stdout(io.StringIO()):
-                    self.assertEqual(script.main(), 0)
-            finally:
-                sys.argv = argv
+            argv = ["torch_decode.py", "--out", out, "--variants", "preallocated,growable,preallocated"]
+            with mock.patch.object(sys, "argv", argv), mock.patch.object(script, "run_process", fake_process), \
+                    mock.patch("torch.cuda.get_device_name", lambda i: "a test GPU"), \
+                    contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(script.main(), 0)
             with open(os.path.join(out, "torch_decode.json")) as f:
                 report = json.load(f)
         # Three rounds, one process of each variant per round (the repeated name runs once), the
@@ -609,30 +605,21 @@ class BenchScriptsTest(unittest.TestCase):
         self.assertEqual(rows["growable"]["tokens_per_second_over_preallocated"], 210 / 200)
         self.assertEqual(rows["growable"]["cache_over_tokens_held"], 1.5)
 
-    def test_decode_refuses_no_process_before_running_any(self):
+    def refusal(self, *args: str) -> str:
+        """torch_decode.py's main() with `args`: it must stop with a usage error; what it printed."""
         script = bench_script("torch_decode")
-        argv = sys.argv
-        sys.argv = ["torch_decode.py", "--out", "somewhere", "--processes", "0"]
-        try:
-            with contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as exit:
-                script.main()
-        finally:
-            sys.argv = argv
+        with mock.patch.object(sys, "argv", ["torch_decode.py", "--out", "somewhere", *args]), \
+                contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as exit:
+            script.main()
         self.assertEqual(exit.exception.code, 2)
-        self.assertIn("--processes must be at least 1", err.getvalue())
+        return err.getvalue()
+
+    def test_decode_refuses_no_process_before_running_any(self):
+        self.assertIn("--processes must be at least 1", self.refusal("--processes", "0"))
 
     def test_decode_refuses_an_unknown_variant_before_running_any(self):
-        script = bench_script("torch_decode")
-        argv = sys.argv
-        sys.argv = ["torch_decode.py", "--out", "somewhere", "--variants", "growable_premapped,growable+graphs,cache"]
-        try:
-            with contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as exit:
-                script.main()
-        finally:
-            sys.argv = argv
-        self.assertEqual(exit.exception.code, 2)
-        self.assertIn("'cache' is not KIND[+graphs]", err.getvalue())
-
+        self.assertIn("'cache' is not KIND[+graphs]",
+                      self.refusal("--variants", "growable_premapped,growable+graphs,cache"))
 
 if __name__ == "__main__":
     unittest.main()
