@@ -30,6 +30,10 @@ its caches at every step, so it has no graph variant.
 Writes DIR/torch_decode.json: every run (per variant, and per process), per variant the medians,
 tokens/s over preallocated's (same graph mode) and peak memory over the tokens held.
 
+--device cpu runs the eager variants on the host (GrowableTensor over cuvmm's host backend) at sizes
+the options make small: the tests' check that every cache kind decodes the same tokens, not a
+measurement.
+
 --profile N: after the timed runs of its first process, each eager variant decodes N more steps (fresh caches) under
 torch.profiler, the cache updates and the attention marked as regions ("cache_update", "attention"),
 and its JSON gets the operators that took the most host and device time, and every CUDA runtime
@@ -51,6 +55,35 @@ VARIANTS = [("preallocated", False), ("growable", False), ("cat", False), ("prea
 # tell growth's share of a difference from the rest of the cache's path).
 GROWABLE_KINDS = ("growable", "growable_premapped")
 KINDS = ("preallocated", "cat") + GROWABLE_KINDS
+
+
+class DeviceMemory:
+    """What a run asks of its device: waiting for its work and PyTorch's allocator counters. On the
+    CPU (--device cpu: a small eager run of the whole loop, for the tests) there is nothing to wait
+    for and the counters read 0."""
+
+    def __init__(self, torch, dev):
+        self.cuda = torch.cuda if dev.type == "cuda" else None
+
+    def synchronize(self):
+        if self.cuda:
+            self.cuda.synchronize()
+
+    def reset_peaks(self):
+        if self.cuda:
+            self.cuda.reset_peak_memory_stats()
+
+    def allocated(self) -> int:
+        return self.cuda.memory_allocated() if self.cuda else 0
+
+    def reserved(self) -> int:
+        return self.cuda.memory_reserved() if self.cuda else 0
+
+    def peak_allocated(self) -> int:
+        return self.cuda.max_memory_allocated() if self.cuda else 0
+
+    def peak_reserved(self) -> int:
+        return self.cuda.max_memory_reserved() if self.cuda else 0
 
 
 class Model:
@@ -193,16 +226,17 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype,
     g = torch.Generator(device=dev).manual_seed(1)
     prompt_k = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
     prompt_v = torch.randn(args.prompt, model.heads, model.head_dim, generator=g, device=dev, dtype=dtype)
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()  # the model and the prompt: not the caches' memory
-    base_reserved = torch.cuda.memory_reserved()
-    torch.cuda.reset_peak_memory_stats()
+    memory = DeviceMemory(torch, dev)
+    memory.synchronize()
+    base = memory.allocated()  # the model and the prompt: not the caches' memory
+    base_reserved = memory.reserved()
+    memory.reset_peaks()
     max_len = args.max_len
     caches = Caches(torch, kind, model, args.batch, max_len, dtype, dev)
     caches.fill_prompt(prompt_k, prompt_v)
     del prompt_k, prompt_v
     x = torch.randn(args.batch, model.d, generator=g, device=dev, dtype=dtype)
-    torch.cuda.synchronize()
+    memory.synchronize()
     capture_seconds = 0.0
     start = time.perf_counter()
     if not graphs:
@@ -241,23 +275,23 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype,
             graph.replay()
             x = static_out.clone()
             caches.length += 1
-    torch.cuda.synchronize()
+    memory.synchronize()
     seconds = time.perf_counter() - start
     length = caches.length
     row_bytes = model.heads * model.head_dim * torch.finfo(dtype).bits // 8
     held = caches.held_bytes()
-    peak = torch.cuda.max_memory_allocated() - base + held
+    peak = memory.peak_allocated() - base + held
     # The caches' own bytes at their peak: cuvmm's mapping, the maximum length, or (torch.cat) PyTorch's
     # peak allocation, which holds the caches, a copy while one grows and an eager step's activations.
     cache_bytes = (held if caches.growable else
                    2 * model.layers * args.batch * max_len * row_bytes if kind == "preallocated" else
-                   torch.cuda.max_memory_allocated() - base)
+                   memory.peak_allocated() - base)
     result = {
         "kind": kind, "graphs": graphs, "seconds": seconds, "capture_seconds": capture_seconds,
         "tokens_per_second": args.batch * args.new_tokens / seconds,
         "peak_bytes": peak, "cache_bytes": cache_bytes, "growable_mapped_bytes": held,
-        "torch_peak_allocated_bytes": torch.cuda.max_memory_allocated() - base,
-        "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved() - base_reserved,
+        "torch_peak_allocated_bytes": memory.peak_allocated() - base,
+        "torch_peak_reserved_bytes": memory.peak_reserved() - base_reserved,
         "tokens_held_bytes": 2 * model.layers * args.batch * length * row_bytes,
         "checksum": float(x.float().sum().item()),
     }
@@ -270,12 +304,14 @@ def child(args) -> dict:
     import torch.nn.functional as F
 
     kind, graphs = args.child, args.graphs
-    dev = torch.device("cuda", 0)
+    dev = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
     dtype = torch.bfloat16
-    torch.cuda.init()
+    if dev.type == "cuda":
+        torch.cuda.init()
     model = Model(torch, args.layers, args.heads, args.head_dim, dtype, dev)
     run_once(torch, F, args, kind, graphs, model, dev, dtype)  # warm-up: every length's attention plans
-    torch.cuda.empty_cache()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
     runs = [run_once(torch, F, args, kind, graphs, model, dev, dtype) for _ in range(args.repeats)]
     result = {"kind": kind, "graphs": graphs, "runs": runs}
     if args.profile and not graphs:  # (a capture is not profiled: the eager steps are the question)
@@ -290,7 +326,8 @@ def profile(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype, t
 
     short = argparse.Namespace(**vars(args))
     short.new_tokens = args.profile
-    with profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    with profiler(activities=activities) as prof:
         run_once(torch, F, short, kind, graphs, model, dev, dtype, region=record_function)
     events = prof.key_averages()
 
@@ -383,6 +420,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--variants", default=",".join(f"{k}{'+graphs' if g else ''}" for k, g in VARIANTS),
                         help="comma-separated KIND[+graphs], KIND one of " + ", ".join(KINDS) +
                              " (growable_premapped: GrowableTensor caches with every row mapped at the start)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: a small eager run of the whole loop on the host, for tests (no graphs; "
+                             "PyTorch's memory counters read 0 there)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--graphs", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -398,14 +438,17 @@ def main() -> int:
     for name in args.variants.split(","):
         if name.removesuffix("+graphs") not in KINDS:
             parser.error(f"--variants: {name!r} is not KIND[+graphs] with KIND one of {', '.join(KINDS)}")
+        if args.device == "cpu" and name.endswith("+graphs"):
+            parser.error(f"--variants: {name!r}: CUDA graphs need --device cuda")
     if args.child:
         print(json.dumps(child(args)))
         return 0
     import torch
 
     config = {k: getattr(args, k) for k in ("batch", "layers", "heads", "head_dim", "prompt", "new_tokens",
-                                            "max_len", "bucket", "repeats", "processes")}
-    report = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "config": config,
+                                            "max_len", "bucket", "repeats", "processes", "device")}
+    device = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    report = {"gpu": device, "torch": torch.__version__, "config": config,
               "variants": [], "summary": []}
     names = list(dict.fromkeys(args.variants.split(",")))  # each variant once, in the order given
     by_name = {name: {"kind": name.removesuffix("+graphs"), "graphs": name.endswith("+graphs"), "processes": []}

@@ -605,6 +605,38 @@ class BenchScriptsTest(unittest.TestCase):
         self.assertEqual(rows["growable"]["tokens_per_second_over_preallocated"], 210 / 200)
         self.assertEqual(rows["growable"]["cache_over_tokens_held"], 1.5)
 
+    def test_decode_every_cache_kind_decodes_the_same_tokens_on_the_host(self):
+        # The whole loop in fresh processes, as on a GPU, at sizes the host runs in seconds.
+        script = bench_script("torch_decode")
+        layers, batch, heads, head_dim, prompt, new, max_len = 2, 2, 2, 16, 24, 12, 64
+        kinds = ["preallocated", "growable", "growable_premapped", "cat"]
+        with tempfile.TemporaryDirectory() as out:
+            done = subprocess.run(
+                [sys.executable, script.__file__, "--device", "cpu", "--out", out, "--layers", str(layers),
+                 "--batch", str(batch), "--heads", str(heads), "--head-dim", str(head_dim), "--prompt", str(prompt),
+                 "--new-tokens", str(new), "--max-len", str(max_len), "--repeats", "1", "--processes", "2",
+                 "--profile", "4", "--variants", ",".join(kinds)], capture_output=True, text=True)
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            with open(os.path.join(out, "torch_decode.json")) as f:
+                report = json.load(f)
+        self.assertEqual((report["gpu"], report["config"]["device"]), ("cpu", "cpu"))
+        self.assertEqual([v["kind"] for v in report["variants"]], kinds)
+        checksums = {r["checksum"] for v in report["variants"] for r in v["runs"]}
+        self.assertEqual(len(checksums), 1, checksums)  # the same tokens whatever holds the keys and values
+        row_bytes = heads * head_dim * 2  # bf16
+        held = 2 * layers * batch * (prompt + new) * row_bytes
+        one = cuvmm_torch.GrowableTensor((heads, head_dim), torch.bfloat16, "cpu", max_rows=max_len, growth="compact")
+        one.append(torch.zeros(prompt + new, heads, head_dim, dtype=torch.bfloat16))
+        rows = {r["kind"]: r for r in report["summary"]}
+        self.assertEqual({k: r["tokens_held_bytes"] for k, r in rows.items()}, dict.fromkeys(kinds, held))
+        self.assertEqual(rows["preallocated"]["cache_bytes"], 2 * layers * batch * max_len * row_bytes)
+        self.assertEqual(rows["growable"]["cache_bytes"], 2 * layers * batch * one.stats()["capacity_bytes"])
+        for v in report["variants"]:  # the first process of each is profiled, and it alone
+            first, second = v["processes"]
+            self.assertNotIn("profile", second)
+            regions = first["profile"]["regions"]
+            self.assertEqual((regions["cache_update"]["count"], regions["attention"]["count"]), (4 * layers * batch,) * 2)
+
     def refusal(self, *args: str) -> str:
         """torch_decode.py's main() with `args`: it must stop with a usage error; what it printed."""
         script = bench_script("torch_decode")
