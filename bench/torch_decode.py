@@ -14,11 +14,12 @@ little. Each process makes a warm-up run as long as the timed ones (attention bu
 plans per length there), then --repeats timed runs, each with fresh caches holding a prompt of
 --prompt tokens per sequence, then --new-tokens decode steps; tokens/s = batch * new tokens / the
 time of the decode steps (CUDA graph captures included, and also reported apart). A variant's
-tokens/s is the median over its processes of each process's median. Peak memory is what the run held beyond what was live before its
-caches were made (the model and the prompt's keys and values): PyTorch's peak (torch.cuda.max_memory_allocated(): the preallocated and torch.cat
-caches, activations, graph pools) plus, for GrowableTensor caches, the bytes cuvmm mapped for them
-(which PyTorch's allocator does not see). It is compared with the bytes of the keys and values held at
-the end.
+tokens/s is the median over its processes of each process's median. Peak memory is what the run held
+beyond what was live before its caches were made (the model and the prompt's keys and values):
+PyTorch's peak (torch.cuda.max_memory_allocated(): the preallocated and torch.cat caches,
+activations, graph pools) plus, for GrowableTensor caches, the bytes cuvmm mapped for them (which
+PyTorch's allocator does not see). It is compared with the bytes of the keys and values held at the
+end.
 
 CUDA graphs: the attention length changes at every step, so a graph serves a bucket of --bucket
 positions: the caches are viewed to the bucket's end, the new key and value written at each
@@ -34,11 +35,11 @@ tokens/s over preallocated's (same graph mode) and peak memory over the tokens h
 the options make small: the tests' check that every cache kind decodes the same tokens, not a
 measurement.
 
---profile N: after the timed runs of its first process, each eager variant decodes N more steps (fresh caches) under
-torch.profiler, the cache updates and the attention marked as regions ("cache_update", "attention"),
-and its JSON gets the operators that took the most host and device time, and every CUDA runtime
-call with its count: where a variant's time goes, without changing the timed runs.
-"""
+--profile N: after the timed runs of its first process, each eager variant decodes N more steps
+(fresh caches) under torch.profiler, the cache updates and the attention marked as regions
+("cache_update", "attention"), and its JSON gets the operators that took the most host and device
+time, and every CUDA runtime call with its count: where a variant's time goes, without changing the
+timed runs."""
 from __future__ import annotations
 
 import argparse
