@@ -574,6 +574,7 @@ def decode_rows(f: Folder) -> list[list[str]]:
     if not f.torch_decode:
         return []
     names = {"preallocated": "preallocated at the maximum length", "growable": "`cuvmm_torch.GrowableTensor`",
+             "growable_premapped": "`cuvmm_torch.GrowableTensor`, every row mapped at the start",
              "cat": "`torch.cat` per token"}
     rows = []
     for v in f.torch_decode["summary"]:
