@@ -369,20 +369,21 @@ def schedule(variants: list[str], processes: int) -> list[tuple[str, int]]:
     return [(name, p) for p in range(processes) for name in variants]
 
 
-def median_over_processes(processes: list[list[dict]], key: str) -> float:
-    """The median over processes of each process's median of `key` over its runs."""
-    return statistics.median(statistics.median(r[key] for r in runs) for runs in processes)
+def process_medians(processes: list[list[dict]], key: str) -> list[float]:
+    """Each process's median of `key` over its runs."""
+    return [statistics.median(r[key] for r in runs) for runs in processes]
 
 
 def summarize(kind: str, graphs: bool, processes: list[list[dict]]) -> dict:
     """A variant's row from the runs of each of its processes: tokens/s and capture time as medians
     over processes (each process's median), memory as the median of every run (it does not vary)."""
     runs = [r for p in processes for r in p]
+    by_process = process_medians(processes, "tokens_per_second")
     return {
         "kind": kind, "graphs": graphs,
-        "tokens_per_second": median_over_processes(processes, "tokens_per_second"),
-        "tokens_per_second_by_process": [statistics.median(r["tokens_per_second"] for r in p) for p in processes],
-        "capture_seconds": median_over_processes(processes, "capture_seconds"),
+        "tokens_per_second": statistics.median(by_process),
+        "tokens_per_second_by_process": by_process,
+        "capture_seconds": statistics.median(process_medians(processes, "capture_seconds")),
         "peak_bytes": statistics.median(r["peak_bytes"] for r in runs),
         "cache_bytes": statistics.median(r["cache_bytes"] for r in runs),
         "tokens_held_bytes": runs[0]["tokens_held_bytes"],
@@ -456,7 +457,7 @@ def main() -> int:
                for name in names}
     for name, number in schedule(names, args.processes):
         variant = by_name[name]
-        if variant.get("error"):
+        if "error" in variant:  # a variant that failed once runs no more processes
             continue
         process = run_process(sys.argv[1:], variant["kind"], variant["graphs"], profile=number == 0)
         if "error" in process:
@@ -464,7 +465,7 @@ def main() -> int:
             print(f"{name}: failed\n{process['error']}", flush=True)
             continue
         variant["processes"].append(process)
-        taken = statistics.median(r["tokens_per_second"] for r in process["runs"])
+        taken, = process_medians([process["runs"]], "tokens_per_second")
         print(f"{name}, process {number + 1}: {taken:.1f} tokens/s (median of {len(process['runs'])} runs)", flush=True)
         if "profile" in process:
             p = process["profile"]

@@ -653,5 +653,6 @@ class BenchScriptsTest(unittest.TestCase):
         self.assertIn("'cache' is not KIND[+graphs]",
                       self.refusal("--variants", "growable_premapped,growable+graphs,cache"))
 
+
 if __name__ == "__main__":
     unittest.main()
