@@ -6,15 +6,17 @@ sequence's cache, an output projection.
 
     PYTHONPATH=DIR_WITH_cuvmm_torch python3 bench/torch_decode.py --out DIR [--repeats 3] [options]
 
-Each variant (cache kind, graphs or not) runs in --processes fresh processes, the variants taking
-turns (one process of each per round): the eager loop is bound by the host's kernel launches, and
-its speed differs from one process to the next by more than the cache kinds differ (on an H100, one
-kind's processes took 0.60-1.13 s for the same steps), so a variant measured in one process says
-little. Each process makes a warm-up run as long as the timed ones (attention builds its kernel
-plans per length there), then --repeats timed runs, each with fresh caches holding a prompt of
---prompt tokens per sequence, then --new-tokens decode steps; tokens/s = batch * new tokens / the
-time of the decode steps (CUDA graph captures included, and also reported apart). A variant's
-tokens/s is the median over its processes of each process's median. Peak memory is what the run held
+Every variant (cache kind, graphs or not) runs in each of --processes fresh processes, and inside a
+process the variants take turns: a warm-up run of each (as long as the timed ones: attention builds
+its kernel plans per length there), then --repeats rounds of one timed run of each. The eager loop
+is bound by the host's kernel launches, and its speed drifts from one process to the next, and
+within a process from one second to the next, by more than the cache kinds differ (on an H100, one
+kind's processes took 0.60-1.13 s for the same steps); runs that alternate inside one process meet
+the same drift. Each run has fresh caches holding a prompt of --prompt tokens per sequence, then
+--new-tokens decode steps; tokens/s = batch * new tokens / the time of the decode steps (CUDA graph
+captures included, and also reported apart). A variant's tokens/s is the median over processes of
+each process's median; its ratio to preallocated caches (same graph mode) is the median over
+processes of that ratio within each process. Peak memory is what the run held
 beyond what was live before its caches were made (the model and the prompt's keys and values):
 PyTorch's peak (torch.cuda.max_memory_allocated(): the preallocated and torch.cat caches,
 activations, graph pools) plus, for GrowableTensor caches, the bytes cuvmm mapped for them (which
@@ -35,7 +37,7 @@ tokens/s over preallocated's (same graph mode) and peak memory over the tokens h
 the options make small: the tests' check that every cache kind decodes the same tokens, not a
 measurement.
 
---profile N: after the timed runs of its first process, each eager variant decodes N more steps
+--profile N: after the timed runs of the first process, each eager variant decodes N more steps
 (fresh caches) under torch.profiler, the cache updates and the attention marked as regions
 ("cache_update", "attention"), and its JSON gets the operators that took the most host and device
 time, and every CUDA runtime call with its count: where a variant's time goes, without changing the
@@ -234,8 +236,7 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype,
     memory.reset_peaks()
     max_len = args.max_len
     caches = Caches(torch, kind, model, args.batch, max_len, dtype, dev)
-    caches.fill_prompt(prompt_k, prompt_v)
-    del prompt_k, prompt_v
+    caches.fill_prompt(prompt_k, prompt_v)  # (the prompt stays live: it is counted in base)
     x = torch.randn(args.batch, model.d, generator=g, device=dev, dtype=dtype)
     memory.synchronize()
     capture_seconds = 0.0
@@ -296,28 +297,56 @@ def run_once(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype,
         "tokens_held_bytes": 2 * model.layers * args.batch * length * row_bytes,
         "checksum": float(x.float().sum().item()),
     }
-    del caches
+    del caches, prompt_k, prompt_v
     return result
 
 
+def parse_variant(name: str) -> tuple[str, bool]:
+    """KIND[+graphs] -> (kind, graphs)."""
+    return name.removesuffix("+graphs"), name.endswith("+graphs")
+
+
+def alternation(variants: list[str], repeats: int) -> list[str]:
+    """The order of a process's timed runs: the variants take turns, one run of each per round, so
+    that what slows a process down for a while slows every variant alike."""
+    return [name for _ in range(repeats) for name in variants]
+
+
 def child(args) -> dict:
+    """One fresh process: every variant of --child, a warm-up run each, then their timed runs in
+    alternation. A variant whose run raises runs no more; the others go on."""
+    import traceback
+
     import torch
     import torch.nn.functional as F
 
-    kind, graphs = args.child, args.graphs
+    names = args.child.split(",")
     dev = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
     dtype = torch.bfloat16
     if dev.type == "cuda":
         torch.cuda.init()
     model = Model(torch, args.layers, args.heads, args.head_dim, dtype, dev)
-    run_once(torch, F, args, kind, graphs, model, dev, dtype)  # warm-up: every length's attention plans
+    measured = {name: {"runs": []} for name in names}
+
+    def attempt(name: str, measure) -> None:
+        try:
+            measure()
+        except Exception:  # the variant's error goes into the report; the process goes on
+            measured[name]["error"] = traceback.format_exc()[-3000:]
+
+    for name in names:  # warm-up: every length's attention plans
+        attempt(name, lambda: run_once(torch, F, args, *parse_variant(name), model, dev, dtype))
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-    runs = [run_once(torch, F, args, kind, graphs, model, dev, dtype) for _ in range(args.repeats)]
-    result = {"kind": kind, "graphs": graphs, "runs": runs}
-    if args.profile and not graphs:  # (a capture is not profiled: the eager steps are the question)
-        result["profile"] = profile(torch, F, args, kind, graphs, model, dev, dtype)
-    return result
+    for name in alternation(names, args.repeats):
+        if "error" not in measured[name]:
+            attempt(name, lambda: measured[name]["runs"].append(
+                run_once(torch, F, args, *parse_variant(name), model, dev, dtype)))
+    for name in names:  # (a capture is not profiled: the eager steps are the question)
+        kind, graphs = parse_variant(name)
+        if args.profile and not graphs and "error" not in measured[name]:
+            attempt(name, lambda: measured[name].update(profile=profile(torch, F, args, kind, graphs, model, dev, dtype)))
+    return {"variants": measured}
 
 
 def profile(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype, top: int = 15) -> dict:
@@ -357,16 +386,12 @@ def profile(torch, F, args, kind: str, graphs: bool, model: Model, dev, dtype, t
     }
 
 
-def child_command(passed: list[str], kind: str, graphs: bool, profile: bool = True) -> list[str]:
-    """The command line of the fresh process that measures one variant, with the options `passed`
-    (without --profile's steps where `profile` is false: only a variant's first process profiles)."""
-    return ([sys.executable, __file__, *passed] + ([] if profile else ["--profile", "0"]) + ["--child", kind]
-            + (["--graphs"] if graphs else []))
-
-
-def schedule(variants: list[str], processes: int) -> list[tuple[str, int]]:
-    """The order of the processes: (variant, its process number), the variants taking turns."""
-    return [(name, p) for p in range(processes) for name in variants]
+def child_command(passed: list[str], variants: list[str], profile: bool = True) -> list[str]:
+    """The command line of the fresh process that measures `variants` (KIND[+graphs] each), with
+    the options `passed` (without --profile's steps where `profile` is false: only the first process
+    profiles)."""
+    return ([sys.executable, __file__, *passed] + ([] if profile else ["--profile", "0"])
+            + ["--child", ",".join(variants)])
 
 
 def process_medians(processes: list[list[dict]], key: str) -> list[float]:
@@ -391,17 +416,23 @@ def summarize(kind: str, graphs: bool, processes: list[list[dict]]) -> dict:
     }
 
 
-def run_process(passed: list[str], kind: str, graphs: bool, profile: bool) -> dict:
-    """One fresh process of a variant: its runs (and profile), or the error it ended with."""
-    command = child_command(passed, kind, graphs, profile)
+def paired_ratios(row: dict, base: dict) -> list[float]:
+    """Per process, a variant's tokens/s over the base variant's in the same process (both ran there,
+    alternating): the process's own speed cancels out."""
+    return [v / b for v, b in zip(row["tokens_per_second_by_process"], base["tokens_per_second_by_process"], strict=True)]
+
+
+def run_process(passed: list[str], variants: list[str], profile: bool) -> dict:
+    """One fresh process measuring `variants`: per variant its runs (and profile) or its error; or
+    the error the whole process ended with."""
+    command = child_command(passed, variants, profile)
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         return {"error": done.stderr[-3000:]}
-    measured = json.loads(done.stdout.strip().splitlines()[-1])  # the child's: kind, graphs, runs, profile
-    process = {k: v for k, v in measured.items() if k not in ("kind", "graphs")}
-    process["process_seconds"] = time.perf_counter() - started
-    return process
+    measured = json.loads(done.stdout.strip().splitlines()[-1])  # the child's: {"variants": {name: ...}}
+    measured["process_seconds"] = time.perf_counter() - started
+    return measured
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -426,7 +457,6 @@ def make_parser() -> argparse.ArgumentParser:
                         help="cpu: a small eager run of the whole loop on the host, for tests (no graphs; "
                              "PyTorch's memory counters read 0 there)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--graphs", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -449,30 +479,33 @@ def main() -> int:
 
     config = {k: getattr(args, k) for k in ("batch", "layers", "heads", "head_dim", "prompt", "new_tokens",
                                             "max_len", "bucket", "repeats", "processes", "device")}
+    config["runs_alternate"] = True  # every process runs every variant, their runs taking turns
     device = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     report = {"gpu": device, "torch": torch.__version__, "config": config,
               "variants": [], "summary": []}
     names = list(dict.fromkeys(args.variants.split(",")))  # each variant once, in the order given
-    by_name = {name: {"kind": name.removesuffix("+graphs"), "graphs": name.endswith("+graphs"), "processes": []}
-               for name in names}
-    for name, number in schedule(names, args.processes):
-        variant = by_name[name]
-        if "error" in variant:  # a variant that failed once runs no more processes
-            continue
-        process = run_process(sys.argv[1:], variant["kind"], variant["graphs"], profile=number == 0)
-        if "error" in process:
-            variant["error"] = process["error"]
-            print(f"{name}: failed\n{process['error']}", flush=True)
-            continue
-        variant["processes"].append(process)
-        taken, = process_medians([process["runs"]], "tokens_per_second")
-        print(f"{name}, process {number + 1}: {taken:.1f} tokens/s (median of {len(process['runs'])} runs)", flush=True)
-        if "profile" in process:
-            p = process["profile"]
-            regions = ", ".join(f"{k} {r['cpu_us'] / r['count']:.1f} us host per call" for k, r in p["regions"].items())
-            syncs = [r for r in p["runtime_calls"] if "Synchronize" in r["name"]]
-            print(f"  profile, {p['steps']} steps: {regions}; synchronizations: "
-                  + (", ".join(f"{r['name']} x{r['count']}" for r in syncs) or "none"), flush=True)
+    by_name = {name: dict(zip(("kind", "graphs"), parse_variant(name)), processes=[]) for name in names}
+    for number in range(args.processes):
+        live = [name for name in names if "error" not in by_name[name]]  # a variant that failed runs no more
+        if not live:
+            break
+        process = run_process(sys.argv[1:], live, profile=number == 0)
+        for name in live:
+            variant = by_name[name]
+            result = process["variants"][name] if "variants" in process else process
+            if "error" in result:
+                variant["error"] = result["error"]
+                print(f"{name}: failed\n{result['error']}", flush=True)
+                continue
+            variant["processes"].append(dict(result, process_seconds=process["process_seconds"]))
+            taken, = process_medians([result["runs"]], "tokens_per_second")
+            print(f"{name}, process {number + 1}: {taken:.1f} tokens/s (median of {len(result['runs'])} runs)", flush=True)
+            if "profile" in result:
+                p = result["profile"]
+                regions = ", ".join(f"{k} {r['cpu_us'] / r['count']:.1f} us host per call" for k, r in p["regions"].items())
+                syncs = [r for r in p["runtime_calls"] if "Synchronize" in r["name"]]
+                print(f"  profile, {p['steps']} steps: {regions}; synchronizations: "
+                      + (", ".join(f"{r['name']} x{r['count']}" for r in syncs) or "none"), flush=True)
     for name in names:
         variant = by_name[name]
         if "error" in variant:
@@ -485,7 +518,9 @@ def main() -> int:
                                            [p["runs"] for p in variant["processes"]]))
     for s in report["summary"]:
         base = next((p for p in report["summary"] if p["kind"] == "preallocated" and p["graphs"] == s["graphs"]), None)
-        s["tokens_per_second_over_preallocated"] = s["tokens_per_second"] / base["tokens_per_second"] if base else None
+        ratios = paired_ratios(s, base) if base else None
+        s["tokens_per_second_over_preallocated_by_process"] = ratios
+        s["tokens_per_second_over_preallocated"] = statistics.median(ratios) if ratios else None
         s["peak_over_tokens_held"] = s["peak_bytes"] / s["tokens_held_bytes"]
         s["cache_over_tokens_held"] = s["cache_bytes"] / s["tokens_held_bytes"]
     os.makedirs(args.out, exist_ok=True)

@@ -606,12 +606,16 @@ DECODE_HEADER = ["key/value caches", "tokens/s", "/ preallocated (same graph mod
 
 def decode_text(f: Folder) -> str:
     c = f.torch_decode["config"]
-    processes = c.get("processes", 1)  # (runs from before the option measured each kind in one process)
+    # Files from before: each kind in one process, or (without runs_alternate) in processes of its own.
+    processes = c.get("processes", 1)
     return (f"`python3 bench/torch_decode.py --batch {c['batch']} --new-tokens {c['new_tokens']} --repeats "
             f"{c['repeats']} --processes {processes}` (`torch_decode.json`, torch {f.torch_decode['torch']}): "
             f"{c['layers']} layers, {c['heads']} heads of {c['head_dim']}, a prompt of {c['prompt']} tokens per "
             "sequence, bf16; "
-            + (f"each kind in {processes} fresh processes, the kinds taking turns; tokens/s: the median over a "
+            + (f"every kind in each of {processes} fresh processes, their timed runs taking turns there; tokens/s: "
+               "the median over the processes of each one's median, and the ratio to preallocated caches the "
+               "median over the processes of that ratio within each:" if c.get("runs_alternate") else
+               f"each kind in {processes} fresh processes, the kinds taking turns; tokens/s: the median over a "
                "kind's processes of each one's median of its timed runs:" if processes > 1 else
                "each kind in one fresh process, the median of its timed runs:"))
 

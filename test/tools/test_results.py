@@ -178,7 +178,13 @@ class DecodeText(unittest.TestCase):
                        "prompt": 1536, **config}}))
         return results.Folder(self.path)
 
-    def test_several_processes_are_named_with_the_median_over_them(self):
+    def test_runs_that_alternate_in_each_process_are_named_with_the_ratio_within_each(self):
+        text = results.decode_text(self.folder_with({"processes": 3, "runs_alternate": True}))
+        self.assertIn("--repeats 3 --processes 3`", text)
+        self.assertIn("every kind in each of 3 fresh processes, their timed runs taking turns there", text)
+        self.assertIn("the median over the processes of that ratio within each", text)
+
+    def test_several_processes_of_one_kind_each_are_named_with_the_median_over_them(self):
         text = results.decode_text(self.folder_with({"processes": 5}))
         self.assertIn("--repeats 3 --processes 5`", text)
         self.assertIn("each kind in 5 fresh processes, the kinds taking turns", text)

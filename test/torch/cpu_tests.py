@@ -542,22 +542,23 @@ class BenchScriptsTest(unittest.TestCase):
     def test_decode_child_gets_the_parent_options(self):
         script = bench_script("torch_decode")
         passed = ["--out", "somewhere", "--batch", "4", "--new-tokens", "64"]
-        child = script.make_parser().parse_args(script.child_command(passed, "growable", True)[2:])
-        self.assertEqual((child.child, child.graphs, child.batch, child.new_tokens, child.out),
-                         ("growable", True, 4, 64, "somewhere"))
+        child = script.make_parser().parse_args(script.child_command(passed, ["growable+graphs", "cat"])[2:])
+        self.assertEqual((child.child, child.batch, child.new_tokens, child.out),
+                         ("growable+graphs,cat", 4, 64, "somewhere"))
 
-    def test_decode_profiles_only_in_a_variants_first_process(self):
+    def test_decode_profiles_only_in_the_first_process(self):
         script = bench_script("torch_decode")
         passed = ["--out", "somewhere", "--profile", "16"]
-        first = script.make_parser().parse_args(script.child_command(passed, "growable", False)[2:])
-        later = script.make_parser().parse_args(script.child_command(passed, "growable", False, profile=False)[2:])
+        first = script.make_parser().parse_args(script.child_command(passed, ["growable"])[2:])
+        later = script.make_parser().parse_args(script.child_command(passed, ["growable"], profile=False)[2:])
         self.assertEqual((first.profile, later.profile, later.child), (16, 0, "growable"))
 
-    def test_decode_variants_take_turns_process_by_process(self):
+    def test_decode_variants_take_turns_run_by_run(self):
         script = bench_script("torch_decode")
-        self.assertEqual(script.schedule(["preallocated", "growable+graphs"], 3),
-                         [("preallocated", 0), ("growable+graphs", 0), ("preallocated", 1), ("growable+graphs", 1),
-                          ("preallocated", 2), ("growable+graphs", 2)])
+        self.assertEqual(script.alternation(["preallocated", "growable+graphs"], 3),
+                         ["preallocated", "growable+graphs"] * 3)
+        self.assertEqual(script.parse_variant("growable+graphs"), ("growable", True))
+        self.assertEqual(script.parse_variant("cat"), ("cat", False))
 
     def test_decode_speed_is_the_median_over_processes_of_each_ones_median(self):
         script = bench_script("torch_decode")
@@ -573,37 +574,66 @@ class BenchScriptsTest(unittest.TestCase):
         self.assertEqual(row["capture_seconds"], 0.06)
         self.assertEqual((row["peak_bytes"], row["cache_bytes"], row["tokens_held_bytes"]), (7, 5, 4))
 
-    def test_decode_report_holds_every_process_and_the_medians_over_them(self):
-        script = bench_script("torch_decode")
+    @staticmethod
+    def decode_process(rates: dict, failing: dict | None = None):
+        """A stand-in for run_process: process i measures each variant at rates[variant][i] tokens/s
+        (two runs), and fails the variants `failing` names from the process number given there."""
         calls = []
 
-        def fake_process(passed, kind, graphs, profile):  # stands for one child process's measurement
-            calls.append((kind, graphs, profile))
-            rate = {"preallocated": [100, 300, 200], "growable": [90, 400, 210]}[kind][sum(c[0] == kind for c in calls) - 1]
-            runs = [{"tokens_per_second": rate, "capture_seconds": 0.0, "peak_bytes": 8, "cache_bytes": 6,
-                     "tokens_held_bytes": 4, "checksum": 2.0, "seconds": 1.0}] * 2
-            return {"runs": runs, "process_seconds": 3.0}
+        def fake(passed, variants, profile):
+            number = len(calls)
+            calls.append((list(variants), profile))
+            measured = {}
+            for name in variants:
+                if failing and number >= failing.get(name, number + 1):
+                    measured[name] = {"runs": [], "error": f"{name} broke"}
+                    continue
+                run = {"tokens_per_second": rates[name][number], "capture_seconds": 0.0, "peak_bytes": 8,
+                       "cache_bytes": 6, "tokens_held_bytes": 4, "checksum": 2.0, "seconds": 1.0}
+                measured[name] = {"runs": [run, run]}
+            return {"variants": measured, "process_seconds": 3.0}
 
+        return fake, calls
+
+    def run_decode_main(self, variants: str, fake) -> tuple[int, dict]:
+        script = bench_script("torch_decode")
         with tempfile.TemporaryDirectory() as out:
-            argv = ["torch_decode.py", "--out", out, "--variants", "preallocated,growable,preallocated"]
-            with mock.patch.object(sys, "argv", argv), mock.patch.object(script, "run_process", fake_process), \
+            argv = ["torch_decode.py", "--out", out, "--variants", variants]
+            with mock.patch.object(sys, "argv", argv), mock.patch.object(script, "run_process", fake), \
                     mock.patch("torch.cuda.get_device_name", lambda i: "a test GPU"), \
                     contextlib.redirect_stdout(io.StringIO()):
-                self.assertEqual(script.main(), 0)
+                status = script.main()
             with open(os.path.join(out, "torch_decode.json")) as f:
-                report = json.load(f)
-        # Three rounds, one process of each variant per round (the repeated name runs once), the
-        # first round's processes profiled.
-        self.assertEqual(calls, [("preallocated", False, True), ("growable", False, True)]
-                         + [("preallocated", False, False), ("growable", False, False)] * 2)
-        self.assertEqual(report["config"]["processes"], 3)
+                return status, json.load(f)
+
+    def test_decode_report_holds_every_process_and_the_ratios_within_each(self):
+        # A slow second process slows both kinds: the ratio within each process sees through it.
+        fake, calls = self.decode_process({"preallocated": [100, 30, 200], "growable": [90, 30, 210]})
+        status, report = self.run_decode_main("preallocated,growable,preallocated", fake)
+        self.assertEqual(status, 0)
+        # Three processes, each measuring both variants (the repeated name once), the first profiled.
+        self.assertEqual(calls, [(["preallocated", "growable"], True)] + [(["preallocated", "growable"], False)] * 2)
+        self.assertEqual((report["config"]["processes"], report["config"]["runs_alternate"]), (3, True))
         self.assertEqual([len(v["processes"]) for v in report["variants"]], [3, 3])
         self.assertEqual([len(v["runs"]) for v in report["variants"]], [6, 6])
         rows = {r["kind"]: r for r in report["summary"]}
-        self.assertEqual(rows["growable"]["tokens_per_second_by_process"], [90, 400, 210])
-        self.assertEqual(rows["preallocated"]["tokens_per_second"], 200)
-        self.assertEqual(rows["growable"]["tokens_per_second_over_preallocated"], 210 / 200)
+        self.assertEqual(rows["growable"]["tokens_per_second_by_process"], [90, 30, 210])
+        self.assertEqual(rows["preallocated"]["tokens_per_second"], 100)
+        self.assertEqual(rows["growable"]["tokens_per_second_over_preallocated_by_process"], [0.9, 1.0, 1.05])
+        # The median of the ratios within processes, not the ratio of the medians (90 / 100).
+        self.assertEqual(rows["growable"]["tokens_per_second_over_preallocated"], 1.0)
+        self.assertEqual(rows["preallocated"]["tokens_per_second_over_preallocated"], 1.0)
         self.assertEqual(rows["growable"]["cache_over_tokens_held"], 1.5)
+
+    def test_decode_a_failed_variant_runs_no_more_and_the_others_go_on(self):
+        fake, calls = self.decode_process({"preallocated": [100, 110, 120], "cat": [50, 60, 70]}, failing={"cat": 1})
+        status, report = self.run_decode_main("preallocated,cat", fake)
+        self.assertEqual(status, 1)
+        self.assertEqual([c[0] for c in calls], [["preallocated", "cat"], ["preallocated", "cat"], ["preallocated"]])
+        failed = next(v for v in report["variants"] if v["kind"] == "cat")
+        self.assertEqual(failed["error"], "cat broke")
+        self.assertEqual([r["kind"] for r in report["summary"]], ["preallocated"])
+        self.assertEqual(report["summary"][0]["tokens_per_second_by_process"], [100, 110, 120])
 
     def test_decode_every_cache_kind_decodes_the_same_tokens_on_the_host(self):
         # The whole loop in fresh processes, as on a GPU, at sizes the host runs in seconds.
