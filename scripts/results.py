@@ -774,6 +774,9 @@ def folder_readme(f: Folder) -> str:
         out.append("| `torch_allocators_decoder.json` | `bench/torch_allocators.py decoder`: a decoder trained under each allocator |")
     if f.torch_growth:
         out.append("| `torch_growth.json` | `bench/torch_growth.py`: a tensor grown in place, by `torch.cat`, preallocated |")
+    out += ["", "`bash scripts/bench-results.sh OUT_DIR` reruns these benchmarks on a GPU and "
+            "writes their files to OUT_DIR; copied into a folder of `bench/results/`, `python3 scripts/results.py` "
+            "writes its README."]
     if p:
         out += plan_sections(f)
     rows = bench_growth_rows(f)
