@@ -19,7 +19,8 @@
 #                median kept (bench_growth.json); torch_growth.py --repeats 3 (torch_growth.json)
 #   compression  bench_compression (compression.json)
 # and nvidia-smi.csv, the GPU. The build is build-bench/ (`meson setup` with the benchmarks and the
-# MESON_OPTIONs: RMM's rows need -Drmm_root=DIR, see meson.options). The torch, decode and growth
+# MESON_OPTIONs: RMM's rows need -Drmm_root=DIR, see meson.options); it needs the CUDA toolkit,
+# Meson >= 1.7, ninja and Google Benchmark (Debian/Ubuntu: libbenchmark-dev). The torch, decode and growth
 # steps need python3 (or $PYTHON) with PyTorch for CUDA, and transformers for the decoder;
 # cuvmm_torch is built into OUT_DIR/work by test/torch/gpu-check.sh unless it imports already.
 # Logs go to OUT_DIR/work/*.log. BENCH_DRY_RUN=1 prints the commands instead of running them.
