@@ -581,9 +581,19 @@ def decode_rows(f: Folder) -> list[list[str]]:
         runs = next(r["runs"] for r in f.torch_decode["variants"] if r["kind"] == v["kind"] and r["graphs"] == v["graphs"])
         caches = statistics.median(decode_cache_bytes(r, f.torch_decode["config"], v["kind"]) for r in runs)
         rows.append([names.get(v["kind"], v["kind"]) + (", CUDA graphs" if v["graphs"] else ""),
-                     f"{v['tokens_per_second']:.0f}", f"{v['tokens_per_second_over_preallocated']:.3f}",
+                     f"{v['tokens_per_second']:.0f}", decode_ratio(v),
                      f"{caches / v['tokens_held_bytes']:.3f}", f"{v['peak_over_tokens_held']:.3f}"])
     return rows
+
+
+def decode_ratio(row: dict) -> str:
+    """A kind's tokens/s over preallocated caches', with the range of that ratio over the processes
+    where each process measured both (files from before give the ratio alone)."""
+    text = f"{row['tokens_per_second_over_preallocated']:.3f}"
+    by_process = row.get("tokens_per_second_over_preallocated_by_process") or []
+    if len(by_process) > 1 and row["kind"] != "preallocated":
+        text += f" ({min(by_process):.3f}-{max(by_process):.3f})"
+    return text
 
 
 def decode_cache_bytes(run: dict, config: dict, kind: str) -> float:
@@ -600,7 +610,7 @@ def decode_cache_bytes(run: dict, config: dict, kind: str) -> float:
     return run["torch_peak_allocated_bytes"]
 
 
-DECODE_HEADER = ["key/value caches", "tokens/s", "/ preallocated (same graph mode)", "cache memory / tokens held",
+DECODE_HEADER = ["key/value caches", "tokens/s", "/ preallocated, same graph mode: median (range over processes)", "cache memory / tokens held",
                  "peak memory / tokens held (caches and activations)"]
 
 

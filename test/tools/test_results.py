@@ -184,6 +184,15 @@ class DecodeText(unittest.TestCase):
         self.assertIn("every kind in each of 3 fresh processes, their timed runs taking turns there", text)
         self.assertIn("the median over the processes of that ratio within each", text)
 
+    def test_the_ratio_shows_its_range_over_processes_where_each_measured_both(self):
+        row = {"kind": "growable", "tokens_per_second_over_preallocated": 0.949,
+               "tokens_per_second_over_preallocated_by_process": [0.954, 0.938, 0.949]}
+        self.assertEqual(results.decode_ratio(row), "0.949 (0.938-0.954)")
+        self.assertEqual(results.decode_ratio(dict(row, kind="preallocated", tokens_per_second_over_preallocated=1.0)),
+                         "1.000")
+        old = {"kind": "growable", "tokens_per_second_over_preallocated": 0.553}
+        self.assertEqual(results.decode_ratio(old), "0.553")
+
     def test_several_processes_of_one_kind_each_are_named_with_the_median_over_them(self):
         text = results.decode_text(self.folder_with({"processes": 5}))
         self.assertIn("--repeats 3 --processes 5`", text)
