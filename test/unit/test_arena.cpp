@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
@@ -227,7 +228,9 @@ TEST_CASE("page sizes that do not fit the granularity are refused", "[arena]") {
 // operations at each size is compared with the median at 1k live blocks. An O(log n) or amortized
 // O(1) arena stays within a small factor; the old per-free reallocation (O(n) per free) and the
 // linear stream scan did not. A size whose operations already cost more than the bound stops the
-// test there (the old code would otherwise take hours at 1M).
+// test there (the old code would otherwise take hours at 1M). A size over the bound is measured
+// again, up to three times, and its best median counts: a loaded machine (the tests run side by
+// side) slows one attempt, an O(n) cost slows every one.
 
 namespace {
 
@@ -270,26 +273,39 @@ TEST_CASE("allocating and freeing small blocks costs the same per call at 1k and
   constexpr int phases = 4;               // allocate n, free them, allocate n again, free in reverse
   std::vector<void*> live;
   std::array<double, phases> baseline{};
+  std::size_t allocations = 0;
   for (std::size_t n : {std::size_t{1} << 10, std::size_t{1} << 13, std::size_t{1} << 16, std::size_t{1} << 20}) {
-    std::array<std::vector<double>, phases> samples;
-    int const rounds = n == 1024 ? 32 : 1;  // enough batches at 1k for a stable median
+    int const rounds = n == 1024 ? 32 : 1;    // enough batches at 1k for a stable median
+    int const attempts = n == 1024 ? 1 : 3;  // measured again while over the bound
     // A phase that already took 4x what the bound allows (and at least 2 s, for a loaded machine)
     // stops there: the old code would have taken hours at 1M.
     auto const budget = [&](int phase) {
       return n == 1024 ? 60.0 : std::max(2.0, 4.0 * static_cast<double>(n) * (bound * baseline[phase] + floor_seconds));
     };
+    auto const within_bound = [&](std::array<double, phases> const& cost) {
+      for (int phase = 0; phase < phases; ++phase) {
+        if (cost[phase] > bound * baseline[phase] + floor_seconds) return false;
+      }
+      return true;
+    };
+    std::array<double, phases> best;
+    best.fill(std::numeric_limits<double>::infinity());
     bool finished = true;
-    for (int round = 0; round < rounds && finished; ++round) {
-      live.assign(n, nullptr);
-      finished = time_batches(n, samples[0], budget(0), [&](std::size_t i) { live[i] = arena.allocate(block, nullptr); }) &&
-                 time_batches(n, samples[1], budget(1), [&](std::size_t i) { arena.deallocate(live[i], block, nullptr); }) &&
-                 time_batches(n, samples[2], budget(2), [&](std::size_t i) { live[i] = arena.allocate(block, nullptr); }) &&
-                 time_batches(n, samples[3], budget(3), [&](std::size_t i) { arena.deallocate(live[n - 1 - i], block, nullptr); });
+    for (int attempt = 0; attempt < attempts && finished && (attempt == 0 || !within_bound(best)); ++attempt) {
+      std::array<std::vector<double>, phases> samples;
+      for (int round = 0; round < rounds && finished; ++round) {
+        live.assign(n, nullptr);
+        finished = time_batches(n, samples[0], budget(0), [&](std::size_t i) { live[i] = arena.allocate(block, nullptr); ++allocations; }) &&
+                   time_batches(n, samples[1], budget(1), [&](std::size_t i) { arena.deallocate(live[i], block, nullptr); }) &&
+                   time_batches(n, samples[2], budget(2), [&](std::size_t i) { live[i] = arena.allocate(block, nullptr); ++allocations; }) &&
+                   time_batches(n, samples[3], budget(3), [&](std::size_t i) { arena.deallocate(live[n - 1 - i], block, nullptr); });
+      }
+      for (int phase = 0; phase < phases && finished; ++phase) best[phase] = std::min(best[phase], median(samples[phase]));
     }
     for (int phase = 0; phase < phases; ++phase) {
-      double const cost = median(samples[phase]);
+      double const cost = best[phase];
       if (n == 1024) baseline[phase] = cost;
-      INFO("live blocks " << n << ", phase " << phase << ": median seconds per call " << cost << ", at 1k "
+      INFO("live blocks " << n << ", phase " << phase << ": best median seconds per call " << cost << ", at 1k "
                           << baseline[phase] << (finished ? "" : " (stopped: over the time budget)"));
       REQUIRE(finished);
       REQUIRE(cost <= bound * baseline[phase] + floor_seconds);
@@ -297,7 +313,8 @@ TEST_CASE("allocating and freeing small blocks costs the same per call at 1k and
   }
   ArenaStats const s = arena.stats();
   CHECK(s.allocations.current == 0);
-  CHECK(s.allocations.total == 2 * (32 * 1024 + (std::size_t{1} << 13) + (std::size_t{1} << 16) + (std::size_t{1} << 20)));
+  CHECK(s.allocations.total == allocations);
+  CHECK(allocations >= 2 * (32 * 1024 + (std::size_t{1} << 13) + (std::size_t{1} << 16) + (std::size_t{1} << 20)));
   CHECK(s.bytes_mapped.current == (std::size_t{1} << 20) * block);  // 1M blocks of slabs, cached
 }
 
