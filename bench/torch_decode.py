@@ -484,7 +484,10 @@ def main() -> int:
     report = {"gpu": device, "torch": torch.__version__, "config": config,
               "variants": [], "summary": []}
     names = list(dict.fromkeys(args.variants.split(",")))  # each variant once, in the order given
-    by_name = {name: dict(zip(("kind", "graphs"), parse_variant(name)), processes=[]) for name in names}
+    by_name = {}
+    for name in names:
+        kind, graphs = parse_variant(name)
+        by_name[name] = {"kind": kind, "graphs": graphs, "processes": []}
     for number in range(args.processes):
         live = [name for name in names if "error" not in by_name[name]]  # a variant that failed runs no more
         if not live:

@@ -66,11 +66,9 @@ run() {
 }
 
 run build.log nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version --format=csv "--filename=$out/nvidia-smi.csv"
-if [ -f "$build/build.ninja" ]; then
-  run build.log meson setup --reconfigure "$build" -Dbenchmarks=enabled -Dtests=disabled "${meson_options[@]}"
-else
-  run build.log meson setup "$build" -Dbenchmarks=enabled -Dtests=disabled "${meson_options[@]}"
-fi
+reconfigure=()
+[ -f "$build/build.ninja" ] && reconfigure=(--reconfigure)
+run build.log meson setup "${reconfigure[@]}" "$build" -Dbenchmarks=enabled -Dtests=disabled "${meson_options[@]}"
 run build.log meson compile -C "$build" || exit 1
 bench=$build/bench
 

@@ -610,8 +610,8 @@ def decode_cache_bytes(run: dict, config: dict, kind: str) -> float:
     return run["torch_peak_allocated_bytes"]
 
 
-DECODE_HEADER = ["key/value caches", "tokens/s", "/ preallocated, same graph mode: median (range over processes)", "cache memory / tokens held",
-                 "peak memory / tokens held (caches and activations)"]
+DECODE_HEADER = ["key/value caches", "tokens/s", "/ preallocated, same graph mode: median (range over processes)",
+                 "cache memory / tokens held", "peak memory / tokens held (caches and activations)"]
 
 
 def decode_text(f: Folder) -> str:
