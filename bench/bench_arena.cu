@@ -27,7 +27,8 @@
 //               device's memory (0: nothing lent), the time side of the frontier that
 //               `unit_arena_trace "[.profile_lent]"` prints from the bookkeeping replay;
 //               trace/arena_max_lent_tail has ArenaOptions::max_lent_tail_bytes at Arg MiB;
-//               trace/arena_max_idle has ArenaOptions::max_idle_percent at Arg.
+//               trace/arena_max_idle has ArenaOptions::max_idle_percent at Arg;
+//               trace/arena_whole_chunks has ArenaOptions::whole_chunk_bytes at Arg MiB.
 //   sort/...    thrust::sort of 2^28 uint32 keys in place with ThrustAllocator (temporary storage
 //               from the Arena) and with Thrust's default allocator, vs cub::DeviceRadixSort with
 //               every buffer allocated beforehand (in place with a DoubleBuffer, as thrust::sort
@@ -302,6 +303,13 @@ void BM_TraceArenaMaxIdle(benchmark::State& state) {
   replay_on_arena(state, options);
 }
 
+/// The trace on a cuvmm::Arena with whole chunks from Arg MiB on (ArenaOptions::whole_chunk_bytes).
+void BM_TraceArenaWholeChunks(benchmark::State& state) {
+  cuvmm::ArenaOptions options;
+  options.whole_chunk_bytes = static_cast<std::size_t>(state.range(0)) * MiB;
+  replay_on_arena(state, options);
+}
+
 /// The trace on cudaMallocAsync (cuvmm-plan's baseline: the default pool on one stream).
 void BM_TraceMallocAsync(benchmark::State& state) {
   static cuvmm::plan::DeviceRuntimeSession session;
@@ -417,6 +425,7 @@ BENCHMARK(BM_TraceArenaSmallTails)->Name("trace/arena_small_tails")->Iterations(
 BENCHMARK(BM_TraceArenaMaxLent)->Name("trace/arena_max_lent")->ArgName("permille")->Arg(50)->Arg(20)->Arg(10)->Arg(5)->Arg(0)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaMaxLentTail)->Name("trace/arena_max_lent_tail")->ArgName("MiB")->Arg(16)->Arg(8)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceArenaMaxIdle)->Name("trace/arena_max_idle")->ArgName("percent")->Arg(0)->Arg(5)->Arg(20)->Arg(50)->Arg(100)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TraceArenaWholeChunks)->Name("trace/arena_whole_chunks")->ArgName("MiB")->Arg(2)->Arg(32)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TraceMallocAsync)->Name("trace/cudaMallocAsync")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<true>)->Name("sort/thrust_arena")->ArgName("page_MiB")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SortThrust<false>)->Name("sort/thrust_default")->Arg(0)->Iterations(5)->Repetitions(3)->Unit(benchmark::kMillisecond);

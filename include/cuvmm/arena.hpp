@@ -151,6 +151,18 @@ struct ArenaOptions {
   /// docs/DESIGN.md); 5 keeps it at 0.95 or more for 1.0-1.6x the time, 0 moves pages whenever
   /// the stream's cache has any (the most memory-frugal).
   std::size_t max_idle_percent = 20;
+  /// Requests of at least this many bytes (beyond small_max_bytes(), with an alignment up to the
+  /// page size) each get one physical chunk of their own, their size rounded up to whole pages,
+  /// mapped once. Freed, the chunk stays mapped where it is, idle (ArenaStats::bytes_whole_idle),
+  /// and serves a later request of its size or up to a sixteenth smaller as it lies, with no driver
+  /// call; a request that no idle chunk fits creates a new one (one create, one map, one access
+  /// grant, whatever its size, where pages would cost those per page). Idle chunks are given back
+  /// when the device runs short (the smallest that makes room for the request, else the largest
+  /// first), by trim() and when any other request would fail, so a request still fails only
+  /// once nothing idle is left; until then they are held however many there are, which lowers the
+  /// utilization (peak live / peak held). Chunks are never stitched or moved. 0: off (large
+  /// requests take pages).
+  std::size_t whole_chunk_bytes = 0;
 };
 
 /// The name of the environment variable that cuvmm's PyTorch plug-ins read their arenas' options
@@ -160,7 +172,7 @@ inline constexpr const char* arena_conf_variable = "CUVMM_ARENA_CONF";
 /// `base` with the options that `text` sets: comma-separated `key:value` pairs whose keys are the
 /// fields of ArenaOptions that a text can set, e.g. "large_page_bytes:128MiB,byte_limit:64GiB".
 ///  - sizes (address_space_bytes, page_bytes, large_page_bytes, max_lent_bytes,
-///    max_lent_tail_bytes, byte_limit, stream_cache_run_bytes): a whole number of
+///    max_lent_tail_bytes, byte_limit, stream_cache_run_bytes, whole_chunk_bytes): a whole number of
 ///    bytes, or one followed by KiB, MiB, GiB or TiB;
 ///  - max_idle_percent: a whole number;
 ///  - share_large_page_tails: true, false, 1 or 0;
@@ -252,6 +264,14 @@ struct ArenaStats {
   std::size_t bytes_cached = 0;
   /// Unmapped pages kept for reuse, given back on demand (trim(), or when the device is full).
   std::size_t bytes_pooled = 0;
+  /// Of bytes_cached: idle whole chunks (ArenaOptions::whole_chunk_bytes), mapped where they were
+  /// freed, given back on demand.
+  std::size_t bytes_whole_idle = 0;
+  /// Requests served by an idle whole chunk as it lay (no driver call), and whole chunks created
+  /// and given back, ever.
+  std::size_t whole_chunk_reuses = 0;
+  std::size_t whole_chunks_created = 0;
+  std::size_t whole_chunks_released = 0;
   /// External fragmentation of the cached free memory: 1 - largest free extent / all free pages
   /// in extents (0 when there is none or one). Stitching makes it harmless: scattered pages still
   /// back any request; it measures how often that has to remap.

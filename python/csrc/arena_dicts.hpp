@@ -50,6 +50,10 @@ inline pybind11::dict arena_stats_dict(const cuvmm::ArenaStats& s) {
   d["bytes_lent"] = s.bytes_lent;
   d["bytes_cached"] = s.bytes_cached;
   d["bytes_pooled"] = s.bytes_pooled;
+  d["bytes_whole_idle"] = s.bytes_whole_idle;
+  d["whole_chunk_reuses"] = s.whole_chunk_reuses;
+  d["whole_chunks_created"] = s.whole_chunks_created;
+  d["whole_chunks_released"] = s.whole_chunks_released;
   d["fragmentation"] = s.fragmentation;
   return d;
 }
@@ -67,6 +71,7 @@ inline pybind11::dict arena_options_dict(const cuvmm::ArenaOptions& o) {
   d["compression"] = std::string(cuvmm::to_string(o.compression));
   d["stream_cache_run_bytes"] = o.stream_cache_run_bytes;
   d["max_idle_percent"] = o.max_idle_percent;
+  d["whole_chunk_bytes"] = o.whole_chunk_bytes;
   return d;
 }
 

@@ -153,8 +153,9 @@ def stats(device=None) -> dict:
     of "current", "peak" and "total"), chunks_created, chunks_released, maps, unmaps, access_calls,
     cross_stream_reuses, front_allocations, front_frees, reclaims, pages_moved, bytes_stale, streams (counts), the bytes held by
     kind: bytes_live, bytes_pinned, bytes_lent, bytes_cached, bytes_pooled (they add up to
-    bytes_physical's current) and fragmentation (0 to 1). All zero before the device's first
-    allocation through cuvmm."""
+    bytes_physical's current; bytes_whole_idle is the part of bytes_cached in idle whole chunks),
+    whole_chunk_reuses, whole_chunks_created, whole_chunks_released (counts) and fragmentation (0
+    to 1). All zero before the device's first allocation through cuvmm."""
     result = (_allocator if _enabled else _C).stats(_device_index(device))
     if result is None:  # nothing allocated on the device yet: no arena, nothing held
         result = _C.stats_of_no_arena()

@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cassert>
 #include <new>
+#include <string>
 #include <utility>
 
 #include <cuvmm/error.hpp>
 
 #include "support/announcement.hpp"
+#include "support/node_ahead.hpp"
 
 namespace cuvmm::detail {
 
@@ -38,8 +40,10 @@ std::size_t PagePool::pooled_bytes() const noexcept {
 }
 
 void PagePool::park(Page page) noexcept {
+  std::size_t const bytes = page.chunk.size();
+  if (bytes != options_.page && bytes != options_.large_page) return release(std::move(page));  // a whole chunk: never pooled
   try {
-    pool(page.chunk.size() == options_.page ? Size::small : Size::large).push_back(std::move(page));
+    pool(bytes == options_.page ? Size::small : Size::large).push_back(std::move(page));
   } catch (const std::bad_alloc&) {
     release(std::move(page));
   }
@@ -116,7 +120,7 @@ std::size_t PagePool::release_all_pooled() noexcept {
   return bytes;
 }
 
-std::optional<PagePool::Span> PagePool::take_slots(std::size_t slots) {
+std::optional<std::size_t> PagePool::take_free_run(std::size_t slots) {
   auto const take = [&] {
     std::size_t const alignment = large_layout(slots) ? slots_per_large_ : 1;
     if (slots > 1 && room_slots_ != 0) {  // (a run of one slot, a slab page or a one-page request, is packed)
@@ -129,8 +133,64 @@ std::optional<PagePool::Span> PagePool::take_slots(std::size_t slots) {
     unmap_stale();
     first = take();
   }
+  return first;
+}
+
+std::optional<PagePool::Span> PagePool::take_slots(std::size_t slots) {
+  auto const first = take_free_run(slots);
   if (!first) return std::nullopt;
   return std::optional<Span>(std::in_place, *this, *first, slots);
+}
+
+std::optional<std::size_t> PagePool::map_whole(std::size_t slots) {
+  std::size_t const bytes = slots * options_.page;
+  if (options_.byte_limit != 0 && physical_bytes_ + bytes > options_.byte_limit) {
+    throw_out_of_memory("Arena::allocate", "a chunk of " + std::to_string(bytes) + " bytes would pass the byte limit " +
+                                               std::to_string(options_.byte_limit));
+  }
+  auto const first = take_free_run(slots);
+  if (!first) return std::nullopt;
+  struct FreeSlots {  // the transaction: the slots go back unless the chunk is committed
+    PagePool& pool;
+    std::size_t first, slots;
+    bool committed = false;
+    ~FreeSlots() {
+      if (!committed) pool.free_slots_.insert(first, slots);
+    }
+  } taken{*this, *first, slots};
+  PhysicalChunk chunk(*backend_, bytes, options_.props);
+  check_compression(chunk, options_.compression);
+  Mapping mapping(range_, *first * options_.page, chunk, options_.grants);
+  BackedRange const told = backed_range(*first, chunk);
+  Announcement announcement(observers_);  // after the mapping: withdraws before it unmaps
+  if (!observers_.empty()) announcement.tell({&told, 1});
+  auto node = node_ahead<decltype(mapped_)>(*first, MappedPage());  // the one step left that can fail
+  node.mapped() = MappedPage(Page{std::move(chunk), {}}, std::move(mapping));
+  mapped_.insert(std::move(node));
+  announcement.commit();
+  taken.committed = true;
+  mapped_bytes_ += bytes;
+  physical_bytes_ += bytes;
+  return first;
+}
+
+void PagePool::release_whole(std::size_t first) noexcept {
+  auto node = mapped_.extract(first);
+  assert(!node.empty());
+  withdraw(first, node.mapped().page.chunk);
+  std::size_t const bytes = node.mapped().page.chunk.size();
+  node.mapped().mapping.reset();
+  mapped_bytes_ -= bytes;
+  release(std::move(node.mapped().page));
+  try {
+    free_slots_.insert(first, bytes / options_.page);
+  } catch (const std::bad_alloc&) {  // the addresses are lost to this arena, nothing else
+  }
+}
+
+std::size_t PagePool::whole_bytes(std::size_t first) const noexcept {
+  auto const it = mapped_.find(first);
+  return it == mapped_.end() ? 0 : it->second.page.chunk.size();
 }
 
 PagePool::Span PagePool::take_slots_at(std::size_t first, std::size_t slots) {

@@ -2,8 +2,10 @@
 //
 // Owns: one AddressRange cut into slots of `page` bytes (new runs spaced apart: take_slots);
 //   every physical page the Arena holds, of two sizes (small: one slot; large: L = large_page /
-//   page slots), each either mapped at a slot (keyed by its first slot) or pooled; the set of
-//   slots with nothing mapped and not in use; the byte limit; and the stale mappings.
+//   page slots), each either mapped at a slot (keyed by its first slot) or pooled; whole chunks,
+//   one request's own page of any number of slots, mapped once (map_whole) and released from
+//   where they are mapped (release_whole), never pooled or moved; the set of slots with nothing
+//   mapped and not in use; the byte limit; and the stale mappings.
 // Stale mappings (deferred unmapping): a page retired from its slots goes to the pool still mapped
 //   there, and the slots stay out of the free set. Moving it costs a map and an access grant at its
 //   new slots, not also an unmap at the old ones (an unmap is ~16-23 µs per page on the H200, half
@@ -107,6 +109,17 @@ class PagePool {
   /// L for a large layout): to grow a mapped run in place.
   Span take_slots_at(std::size_t first, std::size_t slots);
 
+  /// Creates one chunk of `slots` slots, maps it at free slots (placed as take_slots places a run)
+  /// and grants access: a whole chunk, the one page of one request. Returns its first slot, or
+  /// nothing when no free run of addresses is long enough. Throws OutOfMemory when the device or
+  /// the byte limit refuses the chunk; on any failure nothing is held (the chunk released, the
+  /// slots free, observers told nothing).
+  std::optional<std::size_t> map_whole(std::size_t slots);
+  /// Unmaps the whole chunk mapped at `first` (map_whole), frees its slots and releases it.
+  void release_whole(std::size_t first) noexcept;
+  /// Bytes of the whole chunk mapped at `first`.
+  [[nodiscard]] std::size_t whole_bytes(std::size_t first) const noexcept;
+
   /// Unmaps the pages over [first, first + count) (whole pages this pool mapped) into the pools
   /// and frees the slots: for a caller that maps other pages there next.
   void unmap(std::size_t first, std::size_t count);
@@ -144,6 +157,8 @@ class PagePool {
     Page page;
     Mapping mapping;  // where it backs memory in use or cached
   };
+  /// Reserves free slots for a run of `slots` as take_slots does; nothing when there is none.
+  std::optional<std::size_t> take_free_run(std::size_t slots);
   std::vector<Page>& pool(Size size) noexcept { return size == Size::small ? small_pool_ : large_pool_; }
   const std::vector<Page>& pool(Size size) const noexcept { return size == Size::small ? small_pool_ : large_pool_; }
   /// Puts a page that backs no slot in its pool (or releases it when the pool cannot grow).

@@ -4,6 +4,7 @@
 #include "arena_battery.hpp"
 
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
@@ -52,7 +53,11 @@ void require_disjoint(std::vector<Allocation> live) {
 TEST_CASE("random allocations of sizes from bytes to pages are aligned, disjoint and keep their data",
           "[arena][battery]") {
   auto memory = make_battery_memory();
-  Arena arena(memory->backend(), memory->options());
+  ArenaOptions options = memory->options();
+  std::size_t const page = Arena(memory->backend(), options).page_bytes();
+  options.whole_chunk_bytes = GENERATE_COPY(std::size_t{0}, 3 * page);  // with whole chunks from 3 pages on too
+  CAPTURE(options.whole_chunk_bytes);
+  Arena arena(memory->backend(), options);
   Stream const stream = memory->new_stream();
   std::mt19937_64 rng(20261129);
   std::vector<Allocation> live;
@@ -1074,7 +1079,11 @@ TEST_CASE("a whole-page request that only another stream's lent slots can back t
 TEST_CASE("the bytes held split into live, pinned, lent, cached and pooled after every operation of a random run",
           "[arena][battery][stats]") {
   auto memory = make_battery_memory();
-  Arena arena(memory->backend(), memory->options());
+  ArenaOptions options = memory->options();
+  std::size_t const page = Arena(memory->backend(), options).page_bytes();
+  options.whole_chunk_bytes = GENERATE_COPY(std::size_t{0}, 3 * page);  // with whole chunks from 3 pages on too
+  CAPTURE(options.whole_chunk_bytes);
+  Arena arena(memory->backend(), options);
   Stream const streams[2] = {memory->new_stream(), memory->new_stream()};
   std::mt19937_64 rng(7);
   std::vector<Allocation> live;
@@ -1106,4 +1115,195 @@ TEST_CASE("the bytes held split into live, pinned, lent, cached and pooled after
   CHECK(idle.bytes_lent + idle.bytes_cached + idle.bytes_pooled == idle.bytes_physical.current);
   arena.trim();
   CHECK(arena.stats().bytes_physical.current == 0);
+}
+
+// --- whole chunks (ArenaOptions::whole_chunk_bytes) ----------------------------------------------
+
+namespace {
+
+/// The battery's options with whole chunks from `pages` pages on.
+ArenaOptions whole_chunk_options(BatteryMemory& memory, std::size_t pages, std::size_t limit_pages = 0) {
+  ArenaOptions options = memory.options();
+  std::size_t const page = Arena(memory.backend(), options).page_bytes();
+  options.whole_chunk_bytes = pages * page;
+  options.byte_limit = limit_pages * page;
+  return options;
+}
+
+void require_bytes_add_up(const Arena& arena) {
+  ArenaStats const s = arena.stats();
+  REQUIRE(s.bytes_live + s.bytes_pinned + s.bytes_lent + s.bytes_cached + s.bytes_pooled == s.bytes_physical.current);
+  REQUIRE(s.bytes_whole_idle <= s.bytes_cached);
+}
+
+}  // namespace
+
+TEST_CASE("with whole chunks a request takes one chunk of its own, kept mapped when freed for a request of its "
+          "size or up to a sixteenth smaller",
+          "[arena][battery][whole]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), whole_chunk_options(*memory, 4));
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  ArenaStats const start = arena.stats();
+
+  void* p = arena.allocate(32 * page - 100, stream);
+  ArenaStats const made = arena.stats();
+  CHECK(made.chunks_created == start.chunks_created + 1);  // one chunk, one map, whatever its size
+  CHECK(made.maps == start.maps + 1);
+  CHECK(made.whole_chunks_created == 1);
+  CHECK(made.bytes_live == 32 * page);
+  CHECK(made.bytes_physical.current == 32 * page);
+  memory->write_pattern(p, 32 * page - 100, 11, stream);
+  CHECK(memory->mismatches(p, 32 * page - 100, 11, stream) == 0);
+  arena.deallocate(p, 32 * page - 100, stream);
+  CHECK(arena.stats().bytes_whole_idle == 32 * page);
+  CHECK(arena.stats().bytes_live == 0);
+  require_bytes_add_up(arena);
+
+  // A request of 31 pages (and a byte) fits a 32-page chunk (31 + 31/16 = 32): reused as it lies.
+  void* q = arena.allocate(30 * page + 1, stream);
+  ArenaStats const reused = arena.stats();
+  CHECK(q == p);
+  CHECK(reused.chunks_created == made.chunks_created);
+  CHECK(reused.maps == made.maps);
+  CHECK(reused.whole_chunk_reuses == 1);
+  CHECK(reused.bytes_whole_idle == 0);
+  CHECK(reused.bytes_live == 32 * page);
+  memory->write_pattern(q, 30 * page + 1, 12, stream);
+  CHECK(memory->mismatches(q, 30 * page + 1, 12, stream) == 0);
+  arena.deallocate(q, 30 * page + 1, stream);
+
+  // 30 pages would waste more than a sixteenth of the request: a chunk of its own.
+  void* r = arena.allocate(30 * page, stream);
+  ArenaStats const other = arena.stats();
+  CHECK(r != p);
+  CHECK(other.whole_chunks_created == 2);
+  CHECK(other.whole_chunk_reuses == 1);
+  CHECK(other.bytes_whole_idle == 32 * page);
+  CHECK(other.bytes_live == 30 * page);
+  require_bytes_add_up(arena);
+  // Below whole_chunk_bytes, requests take pages as before.
+  void* small = arena.allocate(3 * page, stream);
+  CHECK(arena.stats().whole_chunks_created == 2);
+  arena.deallocate(small, 3 * page, stream);
+  arena.deallocate(r, 30 * page, stream);
+  CHECK(arena.trim() == 32 * page + 30 * page + 3 * page);
+  CHECK(arena.stats().whole_chunks_released == 2);
+  CHECK(arena.stats().bytes_physical.current == 0);
+}
+
+TEST_CASE("with whole chunks a chunk freed on one stream serves another only through an event wait",
+          "[arena][battery][whole]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), whole_chunk_options(*memory, 4));
+  Stream const one = memory->new_stream();
+  Stream const two = memory->new_stream();
+  std::size_t const bytes = 6 * arena.page_bytes();
+  void* p = arena.allocate(bytes, one);
+  memory->write_pattern(p, bytes, 1, one);
+  arena.deallocate(p, bytes, one);
+  std::size_t const waits = arena.stats().cross_stream_reuses;
+  void* q = arena.allocate(bytes, two);
+  CHECK(q == p);
+  CHECK(arena.stats().whole_chunks_created == 1);
+  CHECK(arena.stats().cross_stream_reuses == waits + 1);
+  memory->write_pattern(q, bytes, 2, two);
+  CHECK(memory->mismatches(q, bytes, 2, two) == 0);
+  arena.deallocate(q, bytes, two);
+  // A stream released hands its idle chunks on: they still serve requests.
+  arena.release_stream(two);
+  void* again = arena.allocate(bytes, one);
+  CHECK(again == p);
+  CHECK(arena.stats().whole_chunks_created == 1);
+  arena.deallocate(again, bytes, one);
+}
+
+TEST_CASE("with whole chunks a request the device has no room for gets the idle chunk that makes room, the smallest "
+          "that does",
+          "[arena][battery][whole]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), whole_chunk_options(*memory, 2, 14));  // 14 pages in all
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  void* a = arena.allocate(2 * page, stream);
+  void* b = arena.allocate(7 * page, stream);
+  void* c = arena.allocate(4 * page, stream);
+  for (auto [p, pages] : {std::pair{a, 2}, std::pair{b, 7}, std::pair{c, 4}}) arena.deallocate(p, pages * page, stream);
+  REQUIRE(arena.stats().bytes_whole_idle == 13 * page);
+
+  // 1 page is free: giving back the 4-page chunk makes room for 5 (none fits it as it lies); the
+  // 2- and 7-page ones stay.
+  void* d = arena.allocate(5 * page, stream);
+  memory->write_pattern(d, 5 * page, 3, stream);
+  ArenaStats const made = arena.stats();
+  CHECK(made.whole_chunks_released == 1);
+  CHECK(made.bytes_whole_idle == 9 * page);
+  CHECK(made.bytes_physical.current == 14 * page);
+  require_bytes_add_up(arena);
+
+  // More than the limit: every idle chunk goes back before the request fails, and nothing else changes.
+  ArenaStats const before = arena.stats();
+  try {
+    (void)arena.allocate(15 * page, stream);
+    FAIL("a request over the byte limit succeeded");
+  } catch (const OutOfMemory& e) {
+    CHECK_THAT(e.context(), ContainsSubstring("after giving back every idle page and chunk"));
+    CHECK_THAT(e.context(), ContainsSubstring("byte_limit"));
+  }
+  ArenaStats const after = arena.stats();
+  CHECK(after.whole_chunks_released == 3);
+  CHECK(after.bytes_whole_idle == 0);
+  CHECK(after.bytes_physical.current == 5 * page);
+  CHECK(after.bytes_requested.current == before.bytes_requested.current);
+  CHECK(after.allocations.current == 1);
+  CHECK(memory->mismatches(d, 5 * page, 3, stream) == 0);
+  arena.deallocate(d, 5 * page, stream);
+}
+
+TEST_CASE("with whole chunks a smaller request the device has no room for gets the memory of idle chunks",
+          "[arena][battery][whole]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), whole_chunk_options(*memory, 2, 6));
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  void* a = arena.allocate(3 * page, stream);
+  void* b = arena.allocate(3 * page, stream);
+  arena.deallocate(a, 3 * page, stream);
+  arena.deallocate(b, 3 * page, stream);
+  REQUIRE(arena.stats().bytes_whole_idle == 6 * page);
+  for (std::size_t bytes : {page, std::size_t{256}}) {  // a page, then a block of a new slab
+    INFO(bytes << " bytes");
+    void* p = arena.allocate(bytes, stream);
+    memory->write_pattern(p, bytes, 4, stream);
+    CHECK(memory->mismatches(p, bytes, 4, stream) == 0);
+    arena.deallocate(p, bytes, stream);
+  }
+  CHECK(arena.stats().whole_chunks_released == 2);
+  CHECK(arena.stats().bytes_whole_idle == 0);
+  require_bytes_add_up(arena);
+}
+
+TEST_CASE("with whole chunks a bad free of a chunk is refused and changes nothing", "[arena][battery][whole]") {
+  auto memory = make_battery_memory();
+  Arena arena(memory->backend(), whole_chunk_options(*memory, 2));
+  Stream const stream = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  void* p = arena.allocate(3 * page, stream);
+  ArenaStats const before = arena.stats();
+  CHECK_THROWS_AS(arena.deallocate(p, 3 * page - 1, stream), Error);  // within the same page count
+  CHECK_THROWS_AS(arena.deallocate(static_cast<std::byte*>(p) + page, 2 * page, stream), Error);
+  ArenaStats const after = arena.stats();
+  CHECK(after.bytes_requested.current == before.bytes_requested.current);
+  CHECK(after.bytes_whole_idle == 0);
+  arena.deallocate(p, 3 * page, stream);
+  CHECK(arena.stats().bytes_whole_idle == 3 * page);
+  CHECK_THROWS_AS(arena.deallocate(p, 3 * page, stream), Error);  // a second free
+  CHECK(arena.stats().bytes_whole_idle == 3 * page);
+  void* q = arena.allocate(3 * page, stream);  // the chunk was idled once, not twice
+  void* r = arena.allocate(3 * page, stream);
+  CHECK(q == p);
+  CHECK(r != p);
+  arena.deallocate(q, 3 * page, stream);
+  arena.deallocate(r, 3 * page, stream);
 }

@@ -100,7 +100,7 @@ def run_with_conf(conf: str, code: str) -> subprocess.CompletedProcess:
 class ArenaOptionsTest(unittest.TestCase):
     DEFAULTS = {"address_space_bytes": 0, "page_bytes": 0, "large_page_bytes": 32 * MiB, "max_lent_bytes": 0,
                 "max_lent_tail_bytes": 16 * MiB, "share_large_page_tails": True, "byte_limit": 0, "compression": "none",
-                "stream_cache_run_bytes": 8 * MiB, "max_idle_percent": 20}
+                "stream_cache_run_bytes": 8 * MiB, "max_idle_percent": 20, "whole_chunk_bytes": 0}
 
     def test_without_a_text_the_options_are_the_defaults(self):
         self.assertEqual(cuvmm_torch.arena_options(""), self.DEFAULTS)
@@ -252,6 +252,7 @@ class StatsAndTrimTest(unittest.TestCase):
                           "create_seconds", "release_seconds", "map_seconds", "unmap_seconds", "access_seconds",
                           "cross_stream_reuses", "front_allocations", "front_frees", "reclaims", "pages_moved", "bytes_stale", "streams",
                           "bytes_live", "bytes_pinned", "bytes_lent", "bytes_cached", "bytes_pooled",
+                          "bytes_whole_idle", "whole_chunk_reuses", "whole_chunks_created", "whole_chunks_released",
                           "fragmentation"})
         self.assertEqual(set(cuvmm_torch.stats(device)), set(cuvmm_torch.stats(62)))
 

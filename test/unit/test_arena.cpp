@@ -130,7 +130,9 @@ TEST_CASE("a failure at any backend call leaves the arena as it was and leaks no
   auto const stream_a = reinterpret_cast<Stream>(std::uintptr_t{64});
   auto const stream_b = reinterpret_cast<Stream>(std::uintptr_t{128});
   bool const share_tails = GENERATE(false, true);  // with shared tails: lending and returning too
-  CAPTURE(share_tails);
+  // With whole chunks from 4 pages on: creating, reusing and giving back chunks too.
+  std::size_t const whole_chunk = GENERATE(std::size_t{0}, 4 * host_page);
+  CAPTURE(share_tails, whole_chunk);
 
   // A script that needs every path: slabs, spans, reuse, stitching, stealing, trimming.
   struct Op {
@@ -159,6 +161,7 @@ TEST_CASE("a failure at any backend call leaves the arena as it was and leaks no
         options.address_space_bytes = 64 * host_page;
         options.large_page_bytes = 4 * host_page;  // the 4- and 9-page requests use large pages
         options.share_large_page_tails = share_tails;
+        options.whole_chunk_bytes = whole_chunk;
         Arena arena(faulty, options);
         std::map<std::size_t, std::pair<void*, std::size_t>> live;
         faulty.fail_nth(k, {}, k % 2 == 0 ? FaultInjectingBackend::Failure::out_of_memory
