@@ -12,8 +12,10 @@ cudaMallocAsync, cudaMalloc and RMM. Their live bytes follow --free-bytes as the
 free memory they find (default: device 0's free memory now; required without a GPU).
 
 Every measurement runs in a fresh process (an allocator is chosen once per process), in the order
-default, expandable segments, cuvmm, repeated; the summary gives medians of the repeats and each
-allocator's ratios to PyTorch's default. `--modes` picks a subset (default,expandable,cuvmm).
+default, expandable segments, cuvmm (the Arena's defaults, or the options CUVMM_ARENA_CONF gives),
+repeated; the summary gives medians of the repeats and each allocator's ratios to PyTorch's default.
+`--modes` picks others: a subset, or cuvmm_whole_chunks too (the Arena with
+CUVMM_ARENA_CONF=whole_chunk_bytes:2MiB).
 
 Workloads:
 - random: a seeded trace of mixed-size tensors (log-uniform sizes from 1 B to 1 GiB, each freed after a
@@ -46,13 +48,15 @@ MODES = {
     "default": {},
     "expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
     "cuvmm": {"CUVMM_BENCH_ENABLE": "1"},
+    # The Arena with a chunk of its own for every request of 2 MiB or more (ArenaOptions::whole_chunk_bytes).
+    "cuvmm_whole_chunks": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "whole_chunk_bytes:2MiB"},
 }
 
 
 def setup(mode: str):
     import torch
 
-    if mode == "cuvmm":
+    if mode.startswith("cuvmm"):
         import cuvmm_torch
 
         cuvmm_torch.enable()
@@ -152,7 +156,7 @@ def allocator_calls(torch, mode: str) -> dict:
     allocated (cudaMalloc calls, or mapped pages with expandable segments) and its retries after a
     failed cudaMalloc; for cuvmm_torch the Arena's driver calls, the time they took and the pages moved,
     with the options it ran under (CUVMM_ARENA_CONF)."""
-    if mode != "cuvmm":
+    if not mode.startswith("cuvmm"):
         stats = torch.cuda.memory_stats()
         return {"segments_allocated": stats.get("segment.all.allocated", 0),
                 "alloc_retries": stats.get("num_alloc_retries", 0)}
@@ -277,7 +281,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--modes", default="default,expandable,cuvmm",
+                        help=f"comma-separated, of {','.join(MODES)} (default: the first three)")
     parser.add_argument("--json", help="write every result and the summary to this file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)

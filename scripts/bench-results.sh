@@ -101,8 +101,8 @@ merge() {
 # into NAME.json.
 replay() {
   local name=$1 trace=${2:-} i=0 parts=() filter
-  for filter in '^trace/arena/page_MiB:2/' '^trace/arena_max_idle/' '^trace/cudaMallocAsync/' '^trace/rmm_pool/' \
-    '^trace/rmm_arena/'; do
+  for filter in '^trace/arena/page_MiB:2/' '^trace/arena_max_idle/' '^trace/arena_whole_chunks/' \
+    '^trace/cudaMallocAsync/' '^trace/rmm_pool/' '^trace/rmm_arena/'; do
     i=$((i + 1))
     run traces.log env ${trace:+"CUVMM_TRACE_FILE=$trace"} "$bench/bench_arena" "--benchmark_filter=$filter" \
       --benchmark_repetitions=3 --benchmark_out_format=json "--benchmark_out=$work/$name.$i.json"

@@ -496,7 +496,8 @@ def arena_trace_label(name: str) -> str | None:
     kind, arg = parts[1], (parts[2].split(":")[1] if len(parts) > 2 and ":" in parts[2] else None)
     if kind == "arena":
         return "`cuvmm::Arena` (its defaults)" if arg == "2" else None
-    options = {"arena_max_idle": "max_idle_percent", "arena_max_lent_tail": "max_lent_tail_bytes (MiB)",
+    options = {"arena_max_idle": "max_idle_percent", "arena_whole_chunks": "whole_chunk_bytes (MiB)",
+               "arena_max_lent_tail": "max_lent_tail_bytes (MiB)",
                "arena_max_lent": "max_lent_bytes (thousandths of the device)"}
     if kind in options:
         return f"`cuvmm::Arena`, {options[kind]} {arg}"
@@ -631,7 +632,8 @@ def decode_text(f: Folder) -> str:
 
 
 TORCH_MODE_NAMES = {"default": "PyTorch's caching allocator", "expandable": "PyTorch, expandable segments",
-                    "cuvmm": "cuvmm_torch (the Arena)"}
+                    "cuvmm": "cuvmm_torch (the Arena)",
+                    "cuvmm_whole_chunks": "cuvmm_torch, whole_chunk_bytes 2 MiB"}
 TORCH_RANDOM_HEADER = ["trace", "allocator", "seconds", "time / PyTorch's default", "peak live / peak reserved",
                        "largest tensor after / free memory", "asked of the driver"]
 

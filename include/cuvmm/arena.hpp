@@ -161,7 +161,11 @@ struct ArenaOptions {
   /// first), by trim() and when any other request would fail, so a request still fails only
   /// once nothing idle is left; until then they are held however many there are, which lowers the
   /// utilization (peak live / peak held). Chunks are never stitched or moved. 0: off (large
-  /// requests take pages).
+  /// requests take pages). Measured against the defaults (`bench_arena
+  /// --benchmark_filter=trace/arena_whole_chunks`, docs/DESIGN.md): faster where the device keeps
+  /// room for the idle chunks, up to 3x slower once they fill it and each new size releases one and
+  /// creates another, at about half the utilization; for programs that allocate a small share of
+  /// the device in a few recurring sizes.
   std::size_t whole_chunk_bytes = 0;
 };
 

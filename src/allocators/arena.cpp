@@ -39,9 +39,12 @@
 // cached (mapped, free, in one stream's cache); a live span (mapped, backing one allocation of
 // whole pages, `live_spans`); a slab (mapped, split into blocks); lent (mapped, free, in a large
 // page that a live span or another lent slot still uses, in one stream's `lent` set: a shared
-// tail, or a borrowed cached large page). ArenaStats reports the physical bytes by these states:
-// live (live spans, live blocks), pinned (free blocks of slabs with a live block), lent, cached
-// (cached slots and empty slabs), pooled; the five add up to bytes_physical.
+// tail, or a borrowed cached large page); a whole chunk (one request's own page of any number of
+// slots, ArenaOptions::whole_chunk_bytes: live in `live_spans`, or idle in `whole` with the stream
+// that freed it, mapped where it lies). ArenaStats reports the physical bytes by these states:
+// live (live spans and chunks, live blocks), pinned (free blocks of slabs with a live block),
+// lent, cached (cached slots, empty slabs and idle whole chunks), pooled; the five add up to
+// bytes_physical.
 //
 // A request of n slots is a small layout (n < L: all small pages) or a large layout (n >= L: n / L
 // large pages at an L-aligned address, small pages behind). Fragmentation is bounded by
@@ -98,6 +101,14 @@
 // large pages it lacks. A cached span of whole large pages merges with the span of its stream
 // cached right behind it. test/unit/test_arena_trace.cpp replays cuvmm-plan's traces on a
 // bookkeeping backend of the H200's size and bounds the pages moved and the driver calls.
+//
+// Whole chunks (ArenaOptions::whole_chunk_bytes, off by default): a request at or above it takes
+// an idle chunk of its size or up to a sixteenth larger (its own stream's first, another's after an
+// event wait), else a new chunk (PagePool::map_whole): one create, map and grant whatever its size,
+// never moved or stitched. Idle chunks are given back when a chunk cannot be made (the smallest
+// that makes room first, give_back_for_whole) and by reclaim_everything(), so before any request
+// fails; they are not counted as idle memory by step 5b (they serve only their sizes). Measured,
+// they beat the defaults only where the device keeps room for them (docs/DESIGN.md).
 //
 // Shared tails (ArenaOptions::share_large_page_tails, on by default): a large request takes whole
 // large pages, and the slots of its last one behind the request are lent to later small-page
