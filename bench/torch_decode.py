@@ -147,8 +147,7 @@ class Caches:
         for caches, row in ((self.k, k), (self.v, v)):
             c = caches[layer][b]
             if self.growable:
-                c.append(row)
-                out.append(c.tensor)
+                out.append(c.append(row))  # append returns the view of all rows
             elif self.kind == "preallocated":
                 c[n:n + 1].copy_(row)
                 out.append(c[:n + 1])

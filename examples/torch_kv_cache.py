@@ -4,9 +4,9 @@ and through a CUDA graph captured before the caches grew.
     python3 examples/torch_kv_cache.py         (cuvmm_torch installed or on PYTHONPATH; needs a GPU)
 
 Each cache is a GrowableTensor of rows (heads, head_dim): appending a token's key maps memory behind
-the end when needed and copies only the new row; cache.tensor is an ordinary tensor over all rows, so
-scaled_dot_product_attention reads it as is. The address never changes, so a CUDA graph captured over
-the first rows still reads and writes the same memory after the cache has grown.
+the end when needed, copies only the new row and returns cache.tensor, an ordinary tensor over all
+rows, so scaled_dot_product_attention reads it as is. The address never changes, so a CUDA graph
+captured over the first rows still reads and writes the same memory after the cache has grown.
 """
 import torch
 import torch.nn.functional as F
@@ -27,9 +27,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 # Decoding: one token's key and value appended per step, attention over the whole cache.
 for step in range(1000):
     k, v, q = torch.randn(3, 1, heads, head_dim, dtype=torch.bfloat16, device=dev)
-    keys.append(k)
-    values.append(v)
-    out = attend(q.transpose(0, 1), keys.tensor, values.tensor)
+    out = attend(q.transpose(0, 1), keys.append(k), values.append(v))  # append returns all rows
 print(f"{len(keys)} tokens cached, {keys.stats()['capacity_bytes'] >> 20} MiB mapped per cache, "
       f"address unchanged: {keys.data_ptr() == address}")
 

@@ -19,18 +19,21 @@
 //   leave size, capacity and the views as they were.
 // - Streams: growth needs none (mapping does not wait for kernels). Unmapping (shrink_to_fit, the
 //   last reference going away) first waits, on the host, for every stream the tensor was used on:
-//   the Python side passes PyTorch's current stream with each operation and record_stream() adds
-//   others, as Tensor.record_stream does for PyTorch's allocator. Nothing else is waited for.
+//   each operation records PyTorch's current stream on the device (current_stream(), asked of
+//   PyTorch's device guard, so the extension needs none of torch's CUDA libraries) and
+//   record_stream() adds others, as Tensor.record_stream does for PyTorch's allocator. Nothing
+//   else is waited for.
 //
-// Never does: copy data (the Python side copies rows with Tensor.copy_ on the current stream),
-// call the CUDA driver itself, or use PyTorch's allocator (its memory is not in
-// torch.cuda.memory_allocated).
+// Never does: copy data other than with Tensor::copy_ (append, on the current stream), call the
+// CUDA driver itself, or use PyTorch's allocator (its memory is not in torch.cuda.memory_allocated).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/from_blob.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
@@ -185,6 +188,17 @@ class GrowableRows {
   std::uintptr_t data_ptr() const noexcept { return memory_->storage().data(); }
   std::size_t granularity() const noexcept { return memory_->storage().granularity(); }
 
+  /// PyTorch's current stream on this tensor's device (its cudaStream_t), the stream every
+  /// operation runs on and records; 0 for CPU tensors. What torch.cuda.current_stream(device)
+  /// gives, asked of PyTorch's device guard for CUDA (which torch's CUDA library registers).
+  std::uintptr_t current_stream() const {
+    if (device_ < 0) return 0;
+    c10::impl::VirtualGuardImpl const cuda(c10::DeviceType::CUDA);
+    c10::Device const device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_));
+    c10::Stream const stream = cuda.getStream(device);
+    return reinterpret_cast<std::uintptr_t>(cuda.getStreamNativeHandle(stream));
+  }
+
   /// Makes capacity() >= rows; `stream` is recorded (it will use the memory). Strong guarantee.
   void reserve(std::size_t rows, std::uintptr_t stream) {
     std::size_t const bytes = checked_product(rows, row_bytes_, "the rows asked for");
@@ -213,13 +227,16 @@ class GrowableRows {
   void record_stream(std::uintptr_t stream) { memory_->record_stream(to_stream(stream)); }
 
   /// Appends `rows` (shape (k, *row_shape), this dtype, any device), copied with Tensor::copy_ on
-  /// PyTorch's current stream (`stream` is that stream, recorded). Strong guarantee: on any error
-  /// (a wrong dtype or shape, growth, the copy) the size is as before.
-  void append(const at::Tensor& rows, std::uintptr_t stream) {
+  /// PyTorch's current stream (`stream` is that stream, recorded), and returns view(0, size()): all
+  /// rows. The copy's target is borrowed_rows() over the new rows, not a slice of the view: cheaper
+  /// (no trip through the dispatcher), and the view stays a fresh tensor, as view() makes it, even
+  /// when `rows` requires grad. Strong guarantee: on any error (a wrong dtype or shape, growth,
+  /// the view, the copy) the size is as before.
+  at::Tensor append(const at::Tensor& rows, std::uintptr_t stream) {
     if (rows.scalar_type() != dtype_) {
-      throw c10::TypeError(here("GrowableRows", __LINE__),
-                           std::string("cuvmm_torch.GrowableTensor.append: rows have dtype ") + dtype_name(rows.scalar_type()) +
-                               ", the tensor " + dtype_name(dtype_));
+      // A TypeError naming the dtypes as Python does (torch.float64).
+      throw py::type_error("GrowableTensor.append: rows have dtype " + dtype_name(rows.scalar_type()) +
+                           ", the tensor " + dtype_name(dtype_));
     }
     auto const shape = rows.sizes();
     if (shape.size() != row_shape_.size() + 1 || !std::equal(row_shape_.begin(), row_shape_.end(), shape.begin() + 1)) {
@@ -227,11 +244,13 @@ class GrowableRows {
                                                                 shape_text(row_shape_) + ", got " + shape_text(shape));
     }
     std::size_t const k = static_cast<std::size_t>(shape[0]);
-    if (k == 0) return;
     std::size_t const old = size_;
+    if (k == 0) return view(0, old, stream);
     resize(checked_sum(old, k), stream);
     try {
-      view(old, old + k, stream).copy_(rows);
+      at::Tensor all = view(0, old + k, stream);
+      borrowed_rows(old, old + k).copy_(rows);  // `all` holds the memory meanwhile
+      return all;
     } catch (...) {
       size_ = old;  // within capacity: nothing to unmap
       throw;
@@ -245,19 +264,14 @@ class GrowableRows {
                                 ") are not within the tensor's " + std::to_string(size_) + " rows");
     }
     memory_->record_stream(to_stream(stream));
-    std::vector<std::int64_t> sizes{static_cast<std::int64_t>(end - begin)};
-    sizes.insert(sizes.end(), row_shape_.begin(), row_shape_.end());
     std::size_t const extent = end * row_bytes_;
-    auto* const first = reinterpret_cast<std::byte*>(memory_->storage().data()) + begin * row_bytes_;
-    c10::Device const device =
-        device_ < 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
     memory_->view_made(extent);
     try {
       // The device is given, not asked of the driver: an empty view may point at the end of the
       // mapped rows (or at an empty tensor's unmapped start), which cudaPointerGetAttributes refuses.
       return at::from_blob(
-          first, sizes, [memory = memory_, extent](void*) { memory->view_released(extent); },
-          at::TensorOptions().dtype(dtype_).device(device), device);
+          row_address(begin), row_sizes(end - begin),
+          [memory = memory_, extent](void*) { memory->view_released(extent); }, tensor_options(), device());
     } catch (...) {
       memory_->view_released(extent);
       throw;
@@ -290,11 +304,33 @@ class GrowableRows {
   void settle() { memory_->storage().settle_step_ahead(); }
 
  private:
-  static std::string dtype_name(at::ScalarType t) { return c10::toString(t); }
+  /// Python's name of a dtype ("torch.float32"); the GIL is held (every caller comes from Python).
+  static std::string dtype_name(at::ScalarType t) { return py::str(py::cast(t)); }
   static std::string shape_text(c10::IntArrayRef shape) {
     std::string text = "(";
     for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
     return text + (shape.size() == 1 ? ",)" : ")");
+  }
+  c10::Device device() const noexcept {
+    return device_ < 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  }
+  at::TensorOptions tensor_options() const { return at::TensorOptions().dtype(dtype_).device(device()); }
+  void* row_address(std::size_t row) const noexcept {
+    return reinterpret_cast<std::byte*>(memory_->storage().data()) + row * row_bytes_;
+  }
+  /// (rows, *row_shape)
+  std::vector<std::int64_t> row_sizes(std::size_t rows) const {
+    std::vector<std::int64_t> sizes{static_cast<std::int64_t>(rows)};
+    sizes.insert(sizes.end(), row_shape_.begin(), row_shape_.end());
+    return sizes;
+  }
+  /// Rows [begin, end) (within size()) as a tensor that holds nothing alive and counts as no view:
+  /// only for a copy while a view over those rows, which holds the memory, lives.
+  at::Tensor borrowed_rows(std::size_t begin, std::size_t end) const {
+    return at::for_blob(row_address(begin), row_sizes(end - begin))
+        .options(tensor_options())
+        .target_device(device())
+        .make_tensor();
   }
   static std::size_t checked_sum(std::size_t a, std::size_t b) {
     if (a > std::numeric_limits<std::size_t>::max() - b) value_error(__LINE__, "the row count overflows");
@@ -360,47 +396,61 @@ void bind_growable_rows(py::module_& m) {
       .def_property_readonly("max_rows", &GrowableRows::max_rows)
       .def_property_readonly("data_ptr", &GrowableRows::data_ptr)
       .def_property_readonly("granularity", &GrowableRows::granularity)
+      // Each operation below runs on (and records) PyTorch's current stream: current_stream().
+      .def("current_stream", &GrowableRows::current_stream)
       .def(
           "reserve",
-          [](GrowableRows& self, std::size_t rows, std::uintptr_t stream) {
+          [](GrowableRows& self, std::size_t rows) {
             HANDLE_TH_ERRORS
-            translated(self, [&] { self.reserve(rows, stream); });
+            translated(self, [&] { self.reserve(rows, self.current_stream()); });
             END_HANDLE_TH_ERRORS_PYBIND
           },
-          py::arg("rows"), py::arg("stream"))
+          py::arg("rows"))
       .def(
           "resize",
-          [](GrowableRows& self, std::size_t rows, std::uintptr_t stream) {
+          [](GrowableRows& self, std::size_t rows) {
             HANDLE_TH_ERRORS
-            translated(self, [&] { self.resize(rows, stream); });
+            translated(self, [&] { self.resize(rows, self.current_stream()); });
             END_HANDLE_TH_ERRORS_PYBIND
           },
-          py::arg("rows"), py::arg("stream"))
+          py::arg("rows"))
       .def(
           "append",
-          [](GrowableRows& self, const at::Tensor& rows, std::uintptr_t stream) {
+          // Any object: what is not a tensor is a TypeError here, without a Python-side check.
+          [](GrowableRows& self, py::handle rows) {
             HANDLE_TH_ERRORS
-            translated(self, [&] { self.append(rows, stream); });
+            if (!THPVariable_Check(rows.ptr())) {
+              throw py::type_error("GrowableTensor.append: rows must be a torch.Tensor, got " +
+                                   py::str(py::type::handle_of(rows).attr("__name__")).cast<std::string>());
+            }
+            at::Tensor const& tensor = THPVariable_Unpack(rows.ptr());
+            return translated(self, [&] { return self.append(tensor, self.current_stream()); });
             END_HANDLE_TH_ERRORS_PYBIND
           },
-          py::arg("rows"), py::arg("stream"))
+          py::arg("rows"))
       .def(
           "shrink_to_fit",
-          [](GrowableRows& self, std::uintptr_t stream) {
+          [](GrowableRows& self) {
             HANDLE_TH_ERRORS
-            return self.shrink_to_fit(stream);
+            return self.shrink_to_fit(self.current_stream());
             END_HANDLE_TH_ERRORS_PYBIND
-          },
-          py::arg("stream"))
+          })
       .def("record_stream", &GrowableRows::record_stream, py::arg("stream"))
       .def(
           "view",
-          [](GrowableRows& self, std::size_t begin, std::size_t end, std::uintptr_t stream) {
+          [](GrowableRows& self, std::size_t begin, std::size_t end) {
             HANDLE_TH_ERRORS
-            return self.view(begin, end, stream);
+            return self.view(begin, end, self.current_stream());
             END_HANDLE_TH_ERRORS_PYBIND
           },
-          py::arg("begin"), py::arg("end"), py::arg("stream"))
+          py::arg("begin"), py::arg("end"))
+      .def(
+          "view_all",
+          [](GrowableRows& self) {
+            HANDLE_TH_ERRORS
+            return self.view(0, self.size(), self.current_stream());
+            END_HANDLE_TH_ERRORS_PYBIND
+          })
       .def("stats", &GrowableRows::stats)
       .def("settle", &GrowableRows::settle);
 }

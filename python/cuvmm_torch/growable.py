@@ -2,8 +2,8 @@
 
     import cuvmm_torch
     keys = cuvmm_torch.GrowableTensor((heads, head_dim), dtype=torch.bfloat16, device="cuda")
-    keys.append(k)             # k: (tokens, heads, head_dim); copied on the current stream
-    keys.tensor                # (len(keys), heads, head_dim), an ordinary torch.Tensor
+    keys.append(k)             # k: (tokens, heads, head_dim); copied on the current stream; returns
+                               # keys.tensor: (len(keys), heads, head_dim), an ordinary torch.Tensor
     keys.data_ptr()            # the same from construction to destruction
 
 The rows live in one range of virtual addresses reserved when the tensor is made; growing maps
@@ -16,9 +16,10 @@ torch.cuda.memory_allocated() and memory_reserved() do not count them (stats() d
 device's free memory, torch.cuda.mem_get_info(), shows them). Memory that a live view reaches is
 never unmapped: shrink_to_fit() keeps it, and the last view to go (or the tensor) gives it back.
 
-Streams: each call uses PyTorch's current stream: append copies on it; shrink_to_fit() and the
-destruction of the memory first wait for every stream the tensor was used on (the current stream of
-each call, and those given to record_stream()). Growth itself waits for nothing.
+Streams: each call uses PyTorch's current stream on the tensor's device (the C++ side asks PyTorch
+for it): append copies on it; shrink_to_fit() and the destruction of the memory first wait for every
+stream the tensor was used on (the current stream of each call, and those given to record_stream()).
+Growth itself waits for nothing.
 """
 from __future__ import annotations
 
@@ -72,8 +73,8 @@ class GrowableTensor:
         self._device = _device_of(device)
         self._row_shape = row_shape
         self._dtype = dtype
-        self._index = -1 if self._device.type == "cpu" else self._device.index
-        self._rows = _C.GrowableRows(dtype, list(row_shape), self._index, max_rows, growth, _MAP_AHEAD[map_ahead],
+        index = -1 if self._device.type == "cpu" else self._device.index
+        self._rows = _C.GrowableRows(dtype, list(row_shape), index, max_rows, growth, _MAP_AHEAD[map_ahead],
                                      _host_memory_limit)
 
     # --- what it is ---------------------------------------------------------------------------
@@ -131,21 +132,21 @@ class GrowableTensor:
             raise TypeError(f"GrowableTensor.view: start and stop must be ints, got {start!r}, {stop!r}")
         if not 0 <= start <= stop <= n:
             raise ValueError(f"GrowableTensor.view: rows [{start}, {stop}) are not within the tensor's {n} rows")
-        return self._rows.view(start, stop, self._stream())
+        return self._rows.view(start, stop)
 
     @property
     def tensor(self) -> torch.Tensor:
-        """All rows as an ordinary torch.Tensor (view())."""
-        return self.view()
+        """All rows as an ordinary torch.Tensor (view(), in one call into the C++ side)."""
+        return self._rows.view_all()
 
     def __getitem__(self, index):
-        return self.view()[index]
+        return self._rows.view_all()[index]
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         """torch functions take a GrowableTensor as its current view: torch.sum(t), torch.cat([t, u])."""
         def as_view(a):
-            return a.view() if isinstance(a, GrowableTensor) else a
+            return a.tensor if isinstance(a, GrowableTensor) else a
 
         args = torch.utils._pytree.tree_map(as_view, args)
         kwargs = torch.utils._pytree.tree_map(as_view, kwargs or {})
@@ -157,30 +158,29 @@ class GrowableTensor:
 
     # DLPack: the current view's (its capsule keeps the memory alive).
     def __dlpack__(self, *args, **kwargs):
-        return self.view().__dlpack__(*args, **kwargs)
+        return self.tensor.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
-        return self.view().__dlpack_device__()
+        return self.tensor.__dlpack_device__()
 
     # --- growth -------------------------------------------------------------------------------
 
-    def append(self, rows: torch.Tensor) -> None:
+    def append(self, rows: torch.Tensor) -> torch.Tensor:
         """Appends `rows`, a tensor of shape (k, *row_shape) and this tensor's dtype (on any device),
-        copied on the current stream. On any error nothing changed."""
-        if not isinstance(rows, torch.Tensor):
-            raise TypeError(f"GrowableTensor.append: rows must be a torch.Tensor, got {type(rows).__name__}")
-        if rows.dtype != self._dtype:  # here for Python's dtype names; the C++ side checks again
-            raise TypeError(f"GrowableTensor.append: rows have dtype {rows.dtype}, the tensor {self._dtype}")
-        self._rows.append(rows, self._stream())  # checks the shape, copies, rolls back on error
+        copied on the current stream, and returns all rows as `tensor` would: a decode step's
+        `keys = cache.append(k)` in one call. On any error (TypeError: not a tensor, another dtype;
+        ValueError: another row shape, past max_rows; torch.OutOfMemoryError; the copy's own) nothing
+        changed."""
+        return self._rows.append(rows)  # checks, grows, copies and makes the view; rolls back on error
 
     def resize_(self, rows: int) -> GrowableTensor:
         """Makes the tensor `rows` long; new rows are uninitialized, memory stays mapped when it shrinks."""
-        self._rows.resize(_count(rows, "resize_"), self._stream())
+        self._rows.resize(_count(rows, "resize_"))
         return self
 
     def reserve(self, rows: int) -> None:
         """Maps memory for `rows` rows now, so that growing up to them maps nothing."""
-        self._rows.reserve(_count(rows, "reserve"), self._stream())
+        self._rows.reserve(_count(rows, "reserve"))
 
     def shrink_to_fit(self) -> int:
         """Gives back the memory that neither the rows in use nor a live view reach, after waiting
@@ -189,17 +189,12 @@ class GrowableTensor:
         if self._device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             raise RuntimeError("GrowableTensor.shrink_to_fit() during a CUDA graph capture: unmapping must wait "
                                "for the stream, which cannot be waited for while it captures")
-        return self._rows.shrink_to_fit(self._stream())
+        return self._rows.shrink_to_fit()
 
     def record_stream(self, stream: torch.cuda.Stream) -> None:
         """Says that `stream` uses the memory too: shrinking and destruction wait for it."""
         if self._device.type == "cuda":
             self._rows.record_stream(stream.cuda_stream)
-
-    def _stream(self) -> int:
-        if self._device.type == "cpu":
-            return 0
-        return torch._C._cuda_getCurrentRawStream(self._index)
 
 
 def _count(rows, what: str) -> int:

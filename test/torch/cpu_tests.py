@@ -436,6 +436,70 @@ class GrowableTensorTest(unittest.TestCase):
         self.assertEqual((len(g), g.capacity, g.data_ptr()), before)
         self.assert_rows(g.tensor, 0, 2)
 
+    def test_append_returns_the_view_of_all_rows_that_tensor_gives(self):
+        g = host_growable(growth="compact")
+        g.reserve(4)
+        g.resize_(4)
+        g.tensor.fill_(POISON)  # what a view reaching past the rows appended would show
+        g.resize_(0)
+        first = g.append(rows_of(1, 2))
+        self.assertIs(type(first), torch.Tensor)
+        self.assert_rows(first, 1, 2)
+        self.assertTrue(torch.equal(first, g.tensor))
+        self.assertEqual(first.data_ptr(), g.data_ptr())
+        self.assertEqual(first.data_ptr(), g.tensor.data_ptr())
+        both = g.append(rows_of(3, 1))
+        self.assert_rows(both, 1, 3)
+        self.assertTrue(torch.equal(both, g.tensor))
+        self.assertEqual(both.data_ptr(), g.data_ptr())
+        self.assertEqual(g.append(rows_of(9, 0)).shape, (3, *ROW))  # no rows: the view all the same
+        both[0].fill_(POISON)  # the rows themselves, not a copy of them
+        self.assertEqual(g.tensor[:, 0].tolist(), [POISON, 2.0, 3.0])
+        self.assertEqual(g.stats()["live_views"], 2)  # first and both: none of the copies' targets stays
+
+    def test_a_view_append_returned_keeps_its_size_and_rows_as_later_appends_grow_the_tensor(self):
+        g = host_growable()
+        first = g.append(rows_of(1, 2))
+        for i in range(3, 43):  # 40 MiB in 1 MiB rows: many growth steps
+            latest = g.append(rows_of(i, 1))
+            self.assertEqual(len(latest), i)
+        self.assertGreater(g.stats()["growth_steps"], 3)
+        self.assert_rows(first, 1, 2)  # its size kept, its memory never moved
+        self.assertEqual(first.data_ptr(), g.data_ptr())
+        self.assert_rows(latest, 1, 42)
+        del g
+        gc.collect()
+        self.assert_rows(first, 1, 2)  # and it keeps its memory after the tensor is gone
+        self.assert_rows(latest, 1, 42)
+
+    def test_a_failing_append_raises_as_before_and_changes_neither_the_size_nor_the_rows(self):
+        g = host_growable(max_rows=4)
+        view = g.append(rows_of(1, 3))
+        cases = [
+            (TypeError, "GrowableTensor.append: rows have dtype torch.float64, the tensor torch.float32",
+             rows_of(4, 1).double()),
+            (TypeError, "GrowableTensor.append: rows must be a torch.Tensor, got list", [[1.0]]),
+            (TypeError, "GrowableTensor.append: rows must be a torch.Tensor, got NoneType", None),
+            (ValueError, f"cuvmm_torch.GrowableTensor.append: rows must have shape (k,) + {ROW}, got (1, 3)",
+             torch.full((1, 3), 4.0)),
+            (ValueError, f"cuvmm_torch.GrowableTensor.append: rows must have shape (k,) + {ROW}, got {ROW}",
+             torch.full(ROW, 4.0)),
+            (NotImplementedError, "Cannot copy out of meta tensor; no data!", torch.empty((1, *ROW), device="meta")),
+        ]
+        for error, message, rows in cases:
+            with self.subTest(message=message):
+                with self.assertRaises(error) as caught:
+                    g.append(rows)
+                self.assertEqual(str(caught.exception), message)
+                self.assertEqual((len(g), g.capacity), (3, 4))
+                self.assert_rows(g.tensor, 1, 3)
+                self.assertEqual(g.stats()["live_views"], 1)  # `view` only: a failed append holds none
+        with self.assertRaisesRegex(ValueError, "can hold at most 4 rows"):
+            g.append(rows_of(4, 2))
+        self.assertEqual(len(g), 3)
+        self.assert_rows(view, 1, 3)
+        self.assert_rows(g.append(rows_of(4, 1)), 1, 4)  # and it goes on where it was
+
     def test_bad_construction_arguments_raise_type_or_value_errors(self):
         cases = [
             (ValueError, "every dimension of row_shape must be positive", dict(row_shape=(4, 0))),
