@@ -983,8 +983,8 @@ Address Arena::State::allocate_block(std::size_t c, std::size_t bytes, StreamCac
 /// An idle whole chunk serves a request of its size or up to this share of it smaller, as it lies:
 /// a live chunk then holds at most 1/16 more than its request, so that the largest request after
 /// PyTorch's random traces and cuvmm-plan's stays above 0.99 of the memory free (1/8: 0.985-0.992,
-/// 1/4: 0.979-0.996; the driver time is 18-28 ms for any of them, against ~240 ms without whole
-/// chunks: `unit_arena_trace "[.profile_csv]"` with CUVMM_PROFILE_CONF=whole_chunk_bytes:2MiB).
+/// 1/4: 0.979-0.996; the estimated driver time on the random traces is 18-28 ms for any of them:
+/// `unit_arena_trace "[.profile_csv]"` with CUVMM_PROFILE_CONF=whole_chunk_bytes:2MiB, docs/DESIGN.md).
 constexpr std::size_t whole_reuse_share = 16;
 
 bool Arena::State::takes_whole_chunk(std::size_t bytes) const noexcept {
@@ -1054,7 +1054,8 @@ std::size_t Arena::State::create_whole(std::size_t slots) {
 bool Arena::State::give_back_for_whole(std::size_t slots) {
   std::size_t const held = pool.physical_bytes();
   std::size_t const run = pool.largest_free_run();
-  std::size_t room = calls.memory_info(options.device).free + pool.release_all_pooled();
+  pool.release_all_pooled();
+  std::size_t room = calls.memory_info(options.device).free;  // (the pooled pages' bytes included now)
   if (options.byte_limit != 0) room = std::min(room, options.byte_limit - std::min(options.byte_limit, pool.physical_bytes()));
   // (A device that says it has room but refused the chunk still gets one idle chunk back.)
   std::size_t released = std::min(room / pool.page_bytes(), slots - 1);
