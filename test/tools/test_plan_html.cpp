@@ -371,6 +371,10 @@ TEST_CASE("arena_stats_fields lists every ArenaStats member once, with its value
   s.bytes_lent = 30;
   s.bytes_cached = 31;
   s.bytes_pooled = 32;
+  s.bytes_whole_idle = 33;
+  s.whole_chunk_reuses = 34;
+  s.whole_chunks_created = 35;
+  s.whole_chunks_released = 36;
   s.fragmentation = 0.5;
   auto const fields = arena_stats_fields(s);
   // A member added to ArenaStats must be added to arena_stats_fields (report.cpp) and here.
@@ -397,7 +401,7 @@ TEST_CASE("arena_stats_fields lists every ArenaStats member once, with its value
     }
   }
   CHECK(seconds_seen == 5);
-  CHECK(next == 33);  // every value 1..32 seen, in the struct's order
+  CHECK(next == 37);  // every value 1..36 seen, in the struct's order
   CHECK(fields.front().name == "bytes_requested");
   CHECK(fields.back().name == "fragmentation");
 }

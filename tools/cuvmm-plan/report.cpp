@@ -234,6 +234,10 @@ std::vector<ArenaStatField> arena_stats_fields(const ArenaStats& s) {
       count("bytes_lent", s.bytes_lent, "free slots of large pages that live allocations still use"),
       count("bytes_cached", s.bytes_cached, "mapped and free, given back on demand"),
       count("bytes_pooled", s.bytes_pooled, "unmapped pages kept for reuse, given back on demand"),
+      count("bytes_whole_idle", s.bytes_whole_idle, "of bytes_cached, idle whole chunks (whole_chunk_bytes)"),
+      count("whole_chunk_reuses", s.whole_chunk_reuses, "requests an idle whole chunk served as it lay"),
+      count("whole_chunks_created", s.whole_chunks_created, "whole chunks created"),
+      count("whole_chunks_released", s.whole_chunks_released, "whole chunks given back"),
       ArenaStatField{"fragmentation", Kind::ratio, {}, 0, s.fragmentation, 0,
                      "1 - largest free extent / all free pages in extents"},
   };
