@@ -188,11 +188,6 @@ void PagePool::release_whole(std::size_t first) noexcept {
   }
 }
 
-std::size_t PagePool::whole_bytes(std::size_t first) const noexcept {
-  auto const it = mapped_.find(first);
-  return it == mapped_.end() ? 0 : it->second.page.chunk.size();
-}
-
 PagePool::Span PagePool::take_slots_at(std::size_t first, std::size_t slots) {
   assert(!large_layout(slots) || first % slots_per_large_ == 0);  // and [first, first + slots) is free (erase checks)
   free_slots_.erase(first, slots);

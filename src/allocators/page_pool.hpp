@@ -117,8 +117,6 @@ class PagePool {
   std::optional<std::size_t> map_whole(std::size_t slots);
   /// Unmaps the whole chunk mapped at `first` (map_whole), frees its slots and releases it.
   void release_whole(std::size_t first) noexcept;
-  /// Bytes of the whole chunk mapped at `first`.
-  [[nodiscard]] std::size_t whole_bytes(std::size_t first) const noexcept;
 
   /// Unmaps the pages over [first, first + count) (whole pages this pool mapped) into the pools
   /// and frees the slots: for a caller that maps other pages there next.

@@ -107,7 +107,6 @@ class WholeChunks {
   }
 
   [[nodiscard]] std::size_t idle_slots() const noexcept { return idle_slots_; }
-  [[nodiscard]] bool empty() const noexcept { return by_size_.empty(); }
 
  private:
   Idle take(std::multimap<std::size_t, Entry>::iterator it) noexcept {
