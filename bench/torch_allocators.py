@@ -168,7 +168,7 @@ def allocator_calls(torch, mode: str) -> dict:
     return {"arena_conf": os.environ.get("CUVMM_ARENA_CONF", ""),
             "driver_seconds": sum(seconds.values()), **seconds,
             **{k: s[k] for k in ("chunks_created", "chunks_released", "maps", "unmaps", "access_calls",
-                                 "pages_moved", "reclaims")}}
+                                 "pages_moved", "reclaims", "host_waits", "host_wait_seconds")}}
 
 
 def run_decoder(mode: str, steps: int) -> dict:

@@ -229,6 +229,13 @@ struct ArenaStats {
   double unmap_seconds = 0;    ///< in unmaps
   double access_seconds = 0;   ///< in access_calls
   std::size_t cross_stream_reuses = 0;  ///< memory freed on one stream handed to another (device-side wait)
+  /// Host waits for a stream's queued work before unmapping or releasing memory it freed (a request
+  /// that unmaps its stream's cached pages, a large page swapped for small ones, a reclaim of
+  /// everything, release_stream, a whole chunk given back), and the seconds the calling thread spent
+  /// blocked in them. Each waits for all the work queued on that stream so far: where the host runs
+  /// ahead of the device (a training loop), the device's queue drains and refills after it.
+  std::size_t host_waits = 0;
+  double host_wait_seconds = 0;
   /// Allocations served by their stream's front, without the arena's lock (the cached path): of
   /// `allocations.total`, the share that threads on their own streams make without meeting.
   std::size_t front_allocations = 0;

@@ -39,6 +39,8 @@ inline pybind11::dict arena_stats_dict(const cuvmm::ArenaStats& s) {
   d["unmap_seconds"] = s.unmap_seconds;
   d["access_seconds"] = s.access_seconds;
   d["cross_stream_reuses"] = s.cross_stream_reuses;
+  d["host_waits"] = s.host_waits;
+  d["host_wait_seconds"] = s.host_wait_seconds;
   d["front_allocations"] = s.front_allocations;
   d["front_frees"] = s.front_frees;
   d["reclaims"] = s.reclaims;

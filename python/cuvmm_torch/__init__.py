@@ -151,7 +151,7 @@ def stats(device=None) -> dict:
     """The arena's statistics for `device` (default: the current device) as a dict of the ArenaStats
     fields: bytes_requested, allocations, bytes_mapped, bytes_physical, bytes_reserved (each a dict
     of "current", "peak" and "total"), chunks_created, chunks_released, maps, unmaps, access_calls,
-    cross_stream_reuses, front_allocations, front_frees, reclaims, pages_moved, bytes_stale, streams (counts), the bytes held by
+    cross_stream_reuses, host_waits, front_allocations, front_frees, reclaims, pages_moved, bytes_stale, streams (counts), the bytes held by
     kind: bytes_live, bytes_pinned, bytes_lent, bytes_cached, bytes_pooled (they add up to
     bytes_physical's current; bytes_whole_idle is the part of bytes_cached in idle whole chunks),
     whole_chunk_reuses, whole_chunks_created, whole_chunks_released (counts) and fragmentation (0

@@ -362,7 +362,7 @@ struct Arena::State {
   std::size_t allocated_total = 0;                   // allocations.total but the fronts' (StreamFront::served)
   std::size_t front_frees_retired = 0;               // ArenaStats::front_frees of fronts retired since
 
-  ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, reclaims, whole_chunk_*
+  ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, host_wait*, reclaims, whole_chunk_*
   mutable std::mutex lock;
 };
 
@@ -1378,7 +1378,10 @@ void Arena::State::wait_for(StreamCache& s) {
                                  "memory freed on the capturing stream would have to be unmapped");
   }
   order->mark(s.marker, s.stream);
+  auto const started = std::chrono::steady_clock::now();
   order->wait(s.marker);
+  ++counters.host_waits;
+  counters.host_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 std::size_t Arena::State::unmap_cached(StreamCache& s, std::size_t slots_wanted) {

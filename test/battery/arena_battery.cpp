@@ -186,6 +186,7 @@ TEST_CASE("memory freed on a stream is reused on that stream at once, with no dr
     CHECK(after.chunks_created == before.chunks_created);
     CHECK(after.maps == before.maps);
     CHECK(after.cross_stream_reuses == before.cross_stream_reuses);
+    CHECK(after.host_waits == before.host_waits);
     arena.deallocate(again, bytes, stream);
   }
 }
@@ -929,9 +930,11 @@ TEST_CASE("pages stitched from scattered free pages are counted as moved, first 
   CHECK(arena.stats().pages_moved == 0);
   CHECK(arena.stats().maps == 6);
   for (int i = 0; i < 6; i += 2) arena.deallocate(pages[static_cast<std::size_t>(i)], page, stream);  // 3 free, scattered
+  CHECK(arena.stats().host_waits == 0);
   void* joined = arena.allocate(3 * page, stream);  // no room to create: the 3 pages move
   ArenaStats const s = arena.stats();
   CHECK(s.pages_moved == 3);
+  CHECK(s.host_waits == 1);  // for the stream's queued work, before its cached pages leave their addresses
   CHECK(s.maps == 9);
   CHECK(s.unmaps == 0);  // their old addresses stay mapped (stale) until needed
   CHECK(s.bytes_stale == 3 * page);

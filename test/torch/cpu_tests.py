@@ -250,7 +250,7 @@ class StatsAndTrimTest(unittest.TestCase):
                          {"bytes_requested", "allocations", "bytes_mapped", "bytes_physical", "bytes_reserved",
                           "chunks_created", "chunks_released", "maps", "unmaps", "access_calls",
                           "create_seconds", "release_seconds", "map_seconds", "unmap_seconds", "access_seconds",
-                          "cross_stream_reuses", "front_allocations", "front_frees", "reclaims", "pages_moved", "bytes_stale", "streams",
+                          "cross_stream_reuses", "host_waits", "host_wait_seconds", "front_allocations", "front_frees", "reclaims", "pages_moved", "bytes_stale", "streams",
                           "bytes_live", "bytes_pinned", "bytes_lent", "bytes_cached", "bytes_pooled",
                           "bytes_whole_idle", "whole_chunk_reuses", "whole_chunks_created", "whole_chunks_released",
                           "fragmentation"})

@@ -223,6 +223,8 @@ std::vector<ArenaStatField> arena_stats_fields(const ArenaStats& s) {
       seconds("unmap_seconds", s.unmap_seconds, "time in the unmap calls"),
       seconds("access_seconds", s.access_seconds, "time in the access grants"),
       count("cross_stream_reuses", s.cross_stream_reuses, "memory freed on one stream handed to another"),
+      count("host_waits", s.host_waits, "host waits for a stream's queued work before unmapping what it freed"),
+      seconds("host_wait_seconds", s.host_wait_seconds, "time blocked in those waits"),
       count("front_allocations", s.front_allocations, "allocations served by a stream's front, without the arena's lock"),
       count("front_frees", s.front_frees, "frees parked in their stream's front, without the arena's lock"),
       count("reclaims", s.reclaims, "cached extents unmapped to back another request"),
