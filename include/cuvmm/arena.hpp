@@ -13,7 +13,10 @@
 // the address space allows), so pages move between addresses only when nothing cached is close to
 // the request (ArenaStats::pages_moved counts them). A page that moves keeps its old
 // mapping until those addresses are needed, the page is released, or trim() (ArenaStats::bytes_stale):
-// a move costs a map and an access grant, not also an unmap.
+// a move costs a map and an access grant, not also an unmap, and no host wait: work the freeing
+// stream queued may still use the old addresses, so an event recorded there at the move is waited
+// for before they are unmapped (ArenaStats::host_waits), and another stream that takes the page
+// waits for it on the device.
 //
 // Stream contract (as for cudaFreeAsync): memory freed on a stream can be reused at once by work
 // ordered after that point on the same stream. Another stream gets it only after the arena made

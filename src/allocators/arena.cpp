@@ -86,7 +86,14 @@
 // moves as few pages as it can. The stats count them (pages_moved). The unmap at the old addresses is
 // deferred: cache memory given up for a move is retired (PagePool::retire), still mapped, and
 // unmapped only when its addresses are needed, its page is released, or by trim() (stats:
-// bytes_stale). remap_behind alone unmaps at once, as it maps other pages at the same slots. A
+// bytes_stale). Nor does a move wait for the stream whose cache gave the pages up (step 6): the
+// work it queued may still use them at the old addresses, so they are retired behind a fence, an
+// event recorded there (StreamFence), which is passed before those addresses are unmapped (a host
+// wait only if that work is not done by then) and which a request of another stream that takes
+// such a pooled page waits for on the device (back_and_map). A host wait in the middle of a
+// training step would drain the device's queue, and the moves' driver calls would then hold the
+// device idle instead of overlapping its work (ArenaStats::host_waits counts the waits left).
+// remap_behind alone unmaps at once after a host wait, as it maps other pages at the same slots. A
 // cached run shorter than the request grows in place when the addresses next to it are free (only
 // the missing pages are mapped); new runs are spaced apart so that they usually are. A cached
 // large-layout span is large pages then a small tail, and any whole pages of it serve a request
@@ -332,9 +339,14 @@ struct Arena::State {
   void settle_front(Stream stream);
 
   // Helpers --------------------------------------------------------------------------------------
+  class StreamFence;
   void wait_for(StreamCache& s);  // blocks until the work queued on `s` so far is done
+  void block_on(detail::StreamOrder::Marker marker);  // waits for a marked stream's work, counted (host_waits)
+  /// A fence for the work queued on `s` so far, before its cached pages are retired (null when `s`
+  /// captures a CUDA graph: then it is waited for at once, as wait_for does).
+  detail::Fence retire_fence(StreamCache& s);
   void make_stream_wait(StreamCache& waiter, StreamCache& freer);
-  std::size_t unmap_cached(StreamCache& s, std::size_t slots_wanted);  // small extents first, then large spans
+  std::size_t unmap_cached(StreamCache& s, std::size_t slots_wanted, const detail::Fence& fence = nullptr);  // small extents first, then large spans
   void unmap_large_spans(StreamCache& s);
   [[noreturn]] void throw_no_addresses(std::size_t slots) const;
   [[noreturn]] void throw_out_of_memory(const PagePool::Span& span) const;
@@ -626,11 +638,12 @@ bool Arena::State::may_create(const PagePool::Span& span) const noexcept {
 std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s, bool may_reclaim) {
   span.take_pooled();                                                                // 5. pooled pages
   if (!span.complete() && may_create(span)) (span.release_idle_other_size(), span.create());  // 5b. new pages, while the memory idle stays within its share
-  if (!span.complete() && s.holds_pages()) (unmap_own_cache(s, span), span.take_pooled());  // 6. own cache, unmapped after a host wait
+  if (!span.complete() && s.holds_pages()) (unmap_own_cache(s, span), span.take_pooled());  // 6. own cache, retired behind a fence (no host wait)
   if (!span.complete()) span.release_idle_other_size();                             // 7. release the other page size's pool
   if (!span.complete()) span.create();                                              // 8. create
   if (!span.complete() && may_reclaim) (reclaim_everything(), span.release_idle_other_size(), span.take_pooled(), span.create());  // 9. wait for all, unmap all, retry
   if (!span.complete()) throw_out_of_memory(span);                                  // 10. OutOfMemory (the span gives back what it created)
+  for (detail::Fence const& fence : span.fences()) fence->order_before(s.stream);  // pages another stream retired
   return span.map();
 }
 
@@ -870,19 +883,20 @@ std::optional<Arena::State::Run> Arena::State::extend_cached_span(StreamCache& s
   return run;
 }
 
-/// Waits for `s`'s queued work (unmapping does not wait), then unmaps what of its cache the span
-/// can use into the pools: its large-layout spans when large pages are missing, then small extents
-/// (and spans) for the small pages the pools cannot give.
+/// Retires what of `s`'s cache the span can use into the pools, behind a fence for the work `s` has
+/// queued (no host wait: the span maps the pages for `s`, whose later work runs after it, and their
+/// old addresses stay mapped until the fence is passed): its large-layout spans when large pages
+/// are missing, then small extents (and spans) for the small pages the pools cannot give.
 void Arena::State::unmap_own_cache(StreamCache& s, const PagePool::Span& span) {
-  wait_for(s);
+  detail::Fence const fence = retire_fence(s);
   while (pool.pooled_pages(PagePool::Size::large) < span.large_missing()) {  // the smallest spans, as few as will do
     auto const cached = caches.pop_large_span(s);
     if (!cached) break;
-    pool.retire(cached->first, cached->second);
+    pool.retire(cached->first, cached->second, fence);
     ++counters.reclaims;
   }
   std::size_t const pooled = pool.pooled_pages(PagePool::Size::small);
-  if (span.small_missing() > pooled) unmap_cached(s, span.small_missing() - pooled);
+  if (span.small_missing() > pooled) unmap_cached(s, span.small_missing() - pooled, fence);
 }
 
 /// Waits for every stream, unmaps the slabs with no live block and all cached memory into the pools.
@@ -1378,25 +1392,72 @@ void Arena::State::wait_for(StreamCache& s) {
                                  "memory freed on the capturing stream would have to be unmapped");
   }
   order->mark(s.marker, s.stream);
+  block_on(s.marker);
+}
+
+void Arena::State::block_on(detail::StreamOrder::Marker marker) {
   auto const started = std::chrono::steady_clock::now();
-  order->wait(s.marker);
+  order->wait(marker);
   ++counters.host_waits;
   counters.host_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
-std::size_t Arena::State::unmap_cached(StreamCache& s, std::size_t slots_wanted) {
+/// The work a stream had queued when its cached pages were retired (PagePool::retire), which may
+/// still use them at their old addresses: its own marker, made for it. Passed (a host wait, unless
+/// the work is done by then) before those addresses are unmapped; the stream's later work needs no
+/// order; another stream that takes the pages waits for it on the device (order_before).
+class Arena::State::StreamFence final : public detail::RetireFence {
+ public:
+  StreamFence(State& st, Stream stream) : st_(st), stream_(stream), marker_(st.order->create_marker()) {
+    try {
+      st_.order->mark(marker_, stream_);
+    } catch (...) {
+      st_.order->destroy_marker(marker_);
+      throw;
+    }
+  }
+  ~StreamFence() override { st_.order->destroy_marker(marker_); }
+  StreamFence(const StreamFence&) = delete;
+  StreamFence& operator=(const StreamFence&) = delete;
+
+  void pass() override {
+    if (!passed_ && !st_.order->done(marker_)) st_.block_on(marker_);
+    passed_ = true;
+  }
+  void order_before(Stream next_user) override {
+    if (next_user == stream_ || passed_) return;
+    st_.order->order_after(next_user, marker_);
+    ++st_.counters.cross_stream_reuses;
+  }
+
+ private:
+  State& st_;  // the fence lives in st_.pool, which dies before st_.order (declared before it)
+  Stream stream_;
+  detail::StreamOrder::Marker marker_;
+  bool passed_ = false;
+};
+
+detail::Fence Arena::State::retire_fence(StreamCache& s) {
+  if (!order->can_mark(s.stream)) {
+    wait_for(s);  // throws Unsupported: a capturing stream's work cannot be waited for
+    return nullptr;
+  }
+  return std::make_shared<StreamFence>(*this, s.stream);
+}
+
+std::size_t Arena::State::unmap_cached(StreamCache& s, std::size_t slots_wanted, const detail::Fence& fence) {
   std::size_t done = 0;
   while (done < slots_wanted) {
     auto const extent = caches.pop_extent(s, slots_wanted - done);
     if (!extent) break;
-    pool.retire(extent->first, extent->second);
+    pool.retire(extent->first, extent->second, fence);
     done += extent->second;
     ++counters.reclaims;
   }
   while (done < slots_wanted) {
     auto const span = caches.pop_large_span(s);
     if (!span) break;
-    pool.retire(span->first, span->second);
+    pool.retire(span->first, span->second, fence);
     done += span->second;
     ++counters.reclaims;
   }

@@ -77,7 +77,13 @@ bool PagePool::remove_observer(const GrowthObserver& observer) noexcept {
 }
 
 void PagePool::unmap_stale(Page& page) noexcept {
-  for (Mapping& stale : page.stale) {
+  for (auto& [stale, fence] : page.stale) {
+    if (fence) {
+      try {
+        fence->pass();
+      } catch (...) {  // the device cannot say (a sticky error): nothing more can be known, it is unmapped
+      }
+    }
     std::size_t const first = slot_of(stale.address());
     std::size_t const count = stale.size() / options_.page;
     stale_bytes_ -= stale.size();
@@ -195,13 +201,13 @@ PagePool::Span PagePool::take_slots_at(std::size_t first, std::size_t slots) {
 }
 
 void PagePool::unmap(std::size_t first, std::size_t count) {
-  park_mapped(first, count, false);
+  park_mapped(first, count, false, nullptr);
   free_slots_.insert(first, count);
 }
 
-void PagePool::retire(std::size_t first, std::size_t count) { park_mapped(first, count, true); }
+void PagePool::retire(std::size_t first, std::size_t count, Fence fence) { park_mapped(first, count, true, fence); }
 
-void PagePool::park_mapped(std::size_t first, std::size_t count, bool keep_stale) {
+void PagePool::park_mapped(std::size_t first, std::size_t count, bool keep_stale, const Fence& fence) {
   for (std::size_t slot = first; slot < first + count;) {
     auto node = mapped_.extract(slot);
     assert(!node.empty());
@@ -210,9 +216,15 @@ void PagePool::park_mapped(std::size_t first, std::size_t count, bool keep_stale
     withdraw(slot, page.chunk);  // it leaves its slots: before the unmap, or before it goes stale
     if (keep_stale) {
       try {
-        page.stale.push_back(std::move(node.mapped().mapping));
+        page.stale.push_back(StaleMapping{std::move(node.mapped().mapping), fence});
         stale_bytes_ += bytes;
-      } catch (const std::bad_alloc&) {  // no room to remember it: unmapped below instead
+      } catch (const std::bad_alloc&) {  // no room to remember it: unmapped below instead, after its fence
+        if (fence) {
+          try {
+            fence->pass();
+          } catch (...) {  // as in unmap_stale(page)
+          }
+        }
         free_slots_.insert(slot, bytes / options_.page);
       }
     }
@@ -234,7 +246,7 @@ PagePool::Span::Span(PagePool& pool, std::size_t first, std::size_t slots) noexc
 PagePool::Span::Span(Span&& other) noexcept
     : pool_(other.pool_), first_(other.first_), slots_(other.slots_), large_wanted_(other.large_wanted_),
       small_wanted_(other.small_wanted_), large_(std::move(other.large_)), small_(std::move(other.small_)),
-      committed_(std::exchange(other.committed_, true)) {}
+      fences_(std::move(other.fences_)), committed_(std::exchange(other.committed_, true)) {}
 
 PagePool::Span::~Span() {
   if (committed_) return;
@@ -261,6 +273,9 @@ void PagePool::Span::take_pooled() {
     auto& from = pool_->pool(size);
     pages->reserve(pages->size() + std::min(missing, from.size()));
     for (; missing > 0 && !from.empty(); --missing) {
+      for (StaleMapping const& stale : from.back().stale) {
+        if (stale.fence && std::find(fences_.begin(), fences_.end(), stale.fence) == fences_.end()) fences_.push_back(stale.fence);
+      }
       pages->push_back(Entry{std::move(from.back()), false});
       from.pop_back();
     }

@@ -13,6 +13,11 @@
 //   unmapped, and their slots freed, only when the addresses are needed (take_slots finds no free
 //   run), when the page is released (so that its memory really goes back), by unmap_stale(), and
 //   with the pool. Address space is cheap; unmapping is not.
+// Retire fences: work queued before a retire may still use the page at its old addresses (the
+//   Arena retires a stream's cached pages without waiting for that stream). retire() takes a fence
+//   for that work; the pool passes it (RetireFence::pass) before it unmaps the stale mapping, which
+//   also comes before the page is released, and a Span lists the fences of the pages it took from
+//   the pools (Span::fences) so that their new user can order its work after them.
 // Invariants: physical_bytes() is the size of every page created and not yet released (mapped,
 //   pooled, or held by a Span being put together), and never exceeds the byte limit; a slot is
 //   either in the free set, or covered by exactly one page's live or stale mapping, or by a Span's
@@ -23,7 +28,7 @@
 //   before the pool's destruction unmaps it. An observer that throws fails the Span (withdrawn,
 //   unmapped, given back).
 // Never does: decide who may reuse mapped memory (streams, caches, slabs are above it), wait for
-//   a stream, or keep a page it created for a request that then failed: a Span that is not
+//   a stream (it passes the fences it was given), or keep a page it created for a request that then failed: a Span that is not
 //   committed releases the pages it created and returns the pooled ones. Not thread-safe.
 #pragma once
 
@@ -44,6 +49,19 @@
 #include "allocators/extent_set.hpp"
 
 namespace cuvmm::detail {
+
+/// Work that may still use a page at the addresses it was retired from (PagePool::retire). The
+/// Arena's marks a stream's queued work (arena.cpp: StreamFence).
+class RetireFence {
+ public:
+  virtual ~RetireFence() = default;
+  /// Returns once that work is done (at once when it is): the pool calls it before unmapping.
+  virtual void pass() = 0;
+  /// Orders work that `next_user` queues from now on after that work: for the user of a page a Span
+  /// took from the pools (Span::fences), where that is another stream. The pool never calls it.
+  virtual void order_before(Stream next_user) = 0;
+};
+using Fence = std::shared_ptr<RetireFence>;
 
 struct PagePoolOptions {
   std::size_t page = 0;           ///< small page, a multiple of the granularity
@@ -123,8 +141,10 @@ class PagePool {
   void unmap(std::size_t first, std::size_t count);
   /// Moves the pages over [first, first + count) (whole pages this pool mapped) into the pools,
   /// still mapped there as stale mappings (no driver call): the slots stay taken until the
-  /// addresses are needed. The caller must no longer use the memory at those addresses.
-  void retire(std::size_t first, std::size_t count);
+  /// addresses are needed. The caller must no longer use the memory at those addresses, but work
+  /// it queued may: `fence` (null: none may) is passed before a stale mapping is unmapped, and
+  /// listed by the Span that takes the page (Span::fences).
+  void retire(std::size_t first, std::size_t count, Fence fence = nullptr);
   /// Unmaps every stale mapping and frees its slots.
   void unmap_stale() noexcept;
   /// Bytes of address space held by stale mappings.
@@ -141,10 +161,15 @@ class PagePool {
   bool remove_observer(const GrowthObserver& observer) noexcept;
 
  private:
+  /// A mapping kept after its page left its slots (retire()), and what may still use it.
+  struct StaleMapping {
+    Mapping mapping;
+    Fence fence;  // passed before the mapping is unmapped (null: nothing to wait for)
+  };
   /// A physical page and the slots where it is still mapped without backing them.
   struct Page {
-    PhysicalChunk chunk;         // released after its mappings are gone (members die in reverse order)
-    std::vector<Mapping> stale;  // see retire()
+    PhysicalChunk chunk;              // released after its mappings are gone (members die in reverse order)
+    std::vector<StaleMapping> stale;  // see retire()
   };
   struct MappedPage {
     // Constructors, not an aggregate: try_emplace builds it in the map's node from references, so a
@@ -164,11 +189,11 @@ class PagePool {
   /// Unmaps `page`'s stale mappings, frees their slots, releases it and takes its bytes off
   /// physical_bytes_.
   void release(Page page) noexcept;
-  /// Unmaps `page`'s stale mappings and frees their slots.
+  /// Passes the fences of `page`'s stale mappings, unmaps them and frees their slots.
   void unmap_stale(Page& page) noexcept;
   /// Moves the pages over [first, first + count) into the pools, their mappings unmapped or, with
-  /// `keep_stale`, kept as stale ones (unmap() and retire(); neither frees the slots here).
-  void park_mapped(std::size_t first, std::size_t count, bool keep_stale);
+  /// `keep_stale`, kept as stale ones behind `fence` (unmap() and retire(); neither frees the slots here).
+  void park_mapped(std::size_t first, std::size_t count, bool keep_stale, const Fence& fence);
   /// The page mapped at `slot` as observers see it.
   BackedRange backed_range(std::size_t slot, const PhysicalChunk& chunk) const noexcept;
   /// Tells every observer (last attached first) that the page at `slot` leaves its slots.
@@ -211,6 +236,9 @@ class PagePool::Span {
 
   /// Moves pooled pages of both sizes in, as many as are wanted.
   void take_pooled();
+  /// The fences of the stale mappings of the pages this span took from the pools (retire()): work
+  /// that may still use those pages at other addresses. Its user orders its work after them.
+  [[nodiscard]] const std::vector<Fence>& fences() const noexcept { return fences_; }
   /// Releases pooled pages of a size this span wants no more of, up to the bytes it still misses
   /// of the other size: idle memory goes back to the device before new pages are asked for.
   void release_idle_other_size() noexcept;
@@ -234,6 +262,7 @@ class PagePool::Span {
   std::size_t small_wanted_ = 0;
   std::vector<Entry> large_;
   std::vector<Entry> small_;
+  std::vector<Fence> fences_;  // of the pages taken from the pools (take_pooled)
   bool committed_ = false;  // (or moved from)
 };
 

@@ -48,6 +48,15 @@ class DeviceStreamOrder final : public StreamOrder {
     check(cudaStreamWaitEvent(waiter, static_cast<cudaEvent_t>(marker), 0), "cudaStreamWaitEvent");
   }
   void wait(Marker marker) override { check(cudaEventSynchronize(static_cast<cudaEvent_t>(marker)), "cudaEventSynchronize"); }
+  bool done(Marker marker) override {
+    cudaError_t const status = cudaEventQuery(static_cast<cudaEvent_t>(marker));
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: the query's own status, not the caller's
+      return false;
+    }
+    check(status, "cudaEventQuery");
+    return true;
+  }
   bool can_mark(Stream stream) override {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
@@ -68,6 +77,7 @@ class HostStreamOrder final : public StreamOrder {
   void mark(Marker, Stream) override {}
   void order_after(Stream, Marker) override {}
   void wait(Marker) override {}
+  bool done(Marker) override { return true; }
   bool can_mark(Stream) override { return true; }
 };
 

@@ -3,7 +3,8 @@
 // One reusable marker per stream (a CUDA event without timing on the device; nothing at all on the
 // host, where every operation is finished when it returns). The Arena marks a stream's work so far
 // when another stream takes memory that stream freed, makes the taker wait for the mark on the
-// device (no host wait, no device-wide sync), and waits on the host only before it unmaps memory.
+// device (no host wait, no device-wide sync), and waits on the host only before it unmaps memory
+// (for pages it moved, only once their old addresses are unmapped: done() tells whether it must).
 //
 // A stream that is capturing a CUDA graph cannot be marked: the mark would be captured into the
 // graph instead of recorded, a stream made to wait for it would join the capture, and a host wait
@@ -30,6 +31,8 @@ class StreamOrder {
   virtual void order_after(Stream waiter, Marker marker) = 0;
   /// Blocks the calling thread until the marked work is done.
   virtual void wait(Marker marker) = 0;
+  /// Whether the marked work is done (without waiting).
+  [[nodiscard]] virtual bool done(Marker marker) = 0;
   /// Whether mark() may be called for `stream` now: false while it captures a CUDA graph (or the
   /// driver cannot say, as for the legacy default stream while a blocking stream captures).
   [[nodiscard]] virtual bool can_mark(Stream stream) = 0;

@@ -934,7 +934,7 @@ TEST_CASE("pages stitched from scattered free pages are counted as moved, first 
   void* joined = arena.allocate(3 * page, stream);  // no room to create: the 3 pages move
   ArenaStats const s = arena.stats();
   CHECK(s.pages_moved == 3);
-  CHECK(s.host_waits == 1);  // for the stream's queued work, before its cached pages leave their addresses
+  CHECK(s.host_waits == 0);  // the stream's queued work may still use them at their old addresses: a fence, no wait
   CHECK(s.maps == 9);
   CHECK(s.unmaps == 0);  // their old addresses stay mapped (stale) until needed
   CHECK(s.bytes_stale == 3 * page);

@@ -142,12 +142,14 @@ TEST_CASE("pages a running kernel still uses are unmapped for stitching only aft
   REQUIRE(static_cast<char*>(after) == static_cast<char*>(static_cast<void*>(busy)) + page);
   CUVMM_CUDA_REQUIRE(launch_spin_then_fill(busy, page / 4, poison, 50'000'000, stream.get()));
   arena.deallocate(busy, page, stream.get());
-  // Two pages: no cached extent is large enough and the freed page is boxed in, so it is unmapped
-  // and stitched in elsewhere. Unmapped under the running kernel, it would fault
-  // (CUDA_ERROR_ILLEGAL_ADDRESS).
-  std::size_t const reclaims = arena.stats().reclaims;
+  // Two pages: no cached extent is large enough and the freed page is boxed in, so it moves and is
+  // stitched in elsewhere, with no host wait: its old address stays mapped behind a fence for the
+  // kernel. Unmapped under the running kernel, it would fault (CUDA_ERROR_ILLEGAL_ADDRESS).
+  ArenaStats const ahead = arena.stats();
   auto* joined = static_cast<std::uint32_t*>(arena.allocate(2 * page, stream.get()));
-  CHECK(arena.stats().reclaims == reclaims + 1);
+  CHECK(arena.stats().reclaims == ahead.reclaims + 1);
+  CHECK(arena.stats().host_waits == ahead.host_waits);
+  CHECK(arena.stats().bytes_stale == ahead.bytes_stale + page);
   std::uint64_t const seed = test_seed(4);
   CUVMM_CUDA_REQUIRE(launch_write_pattern(joined, 2 * page / 4, seed, stream.get()));
   CUVMM_CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));

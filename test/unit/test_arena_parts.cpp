@@ -5,6 +5,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -47,6 +48,7 @@ class CapturingStreamOrder final : public StreamOrder {
   void mark(Marker, Stream) override {}
   void order_after(Stream, Marker) override {}
   void wait(Marker) override {}
+  bool done(Marker) override { return true; }
   bool can_mark(Stream stream) override { return !capturing.contains(stream); }
 };
 
@@ -208,6 +210,55 @@ TEST_CASE("idle pooled pages of the other size are released up to what a span mi
   span->release_idle_other_size();
   CHECK(pool.pooled_pages(PagePool::Size::large) == 1);
   CHECK(pool.physical_bytes() == 4 * page);
+}
+
+/// A retire fence that records when it is passed: the bytes the backend had mapped at that moment
+/// (the stale mapping must still be there), and the streams it was asked to order.
+class RecordingFence final : public RetireFence {
+ public:
+  explicit RecordingFence(HostBackend& host) : host_(host) {}
+  void pass() override { mapped_when_passed.push_back(host_.live_counts().bytes_mapped); }
+  void order_before(Stream next_user) override { ordered.push_back(next_user); }
+  std::vector<std::size_t> mapped_when_passed;
+  std::vector<Stream> ordered;
+
+ private:
+  HostBackend& host_;
+};
+
+TEST_CASE("a page retired behind a fence keeps its old mapping until the fence is passed, and its taker sees the "
+          "fence", "[arena][pool]") {
+  HostBackend host({.granularity = page});
+  PagePool pool(host, pool_options());
+  auto const fence = std::make_shared<RecordingFence>(host);
+  std::size_t first = 0;
+  {
+    auto span = pool.take_slots(3);
+    span->create();
+    first = span->map();
+  }
+  pool.retire(first, 3, fence);  // three small pages pooled, still mapped where they were
+  CHECK(pool.stale_bytes() == 3 * page);
+  CHECK(fence->mapped_when_passed.empty());
+  {
+    auto span = pool.take_slots(2);  // two of them move: the span lists the fence once
+    span->take_pooled();
+    REQUIRE(span->fences().size() == 1);
+    CHECK(span->fences().front() == fence);
+    span->map();
+  }
+  CHECK(host.live_counts().bytes_mapped == 5 * page);  // 2 at the new run, 3 stale
+  CHECK(fence->ordered.empty());  // the pool never orders: the span's user does
+  // The page left in the pool goes back: its stale mapping is unmapped after the fence is passed.
+  CHECK(pool.release_all_pooled() == page);
+  REQUIRE(fence->mapped_when_passed.size() == 1);
+  CHECK(fence->mapped_when_passed[0] == 5 * page);
+  CHECK(host.live_counts().bytes_mapped == 4 * page);
+  // The moved pages' stale mappings go when the addresses are wanted: after the fence, each.
+  pool.unmap_stale();
+  CHECK(fence->mapped_when_passed == std::vector<std::size_t>{5 * page, 4 * page, 3 * page});
+  CHECK(host.live_counts().bytes_mapped == 2 * page);
+  CHECK(pool.stale_bytes() == 0);
 }
 
 TEST_CASE("spaced placement puts a run at the end of the largest free extent, room behind it, while the extent keeps "
