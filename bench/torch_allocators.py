@@ -258,7 +258,8 @@ def summarize(results: list[dict]) -> list[dict]:
         runs = [r for r in results if r["workload"] == workload and r["mode"] == mode]
         row = {"workload": workload, "mode": mode, "repeats": len(runs)}
         for field in ("seconds", "peak_reserved", "utilization", "largest_after", "largest_after_share", "failed",
-                      "segments_allocated", "driver_seconds", "chunks_created", "maps", "pages_moved"):
+                      "segments_allocated", "driver_seconds", "chunks_created", "maps", "pages_moved", "host_waits",
+                      "host_wait_seconds"):
             if field in runs[0]:
                 row[field] = statistics.median(r[field] for r in runs)
         if "losses" in runs[0]:

@@ -650,11 +650,14 @@ def torch_random_rows(f: Folder) -> list[list[str]]:
 
 def driver_work(r: dict) -> str:
     """What an allocator asked of the driver over a trace or a training run: PyTorch's segments (cudaMalloc calls,
-    or pages mapped with expandable segments), the Arena's time in driver calls and its pages created and
-    moved; `-` for results from before they were recorded."""
+    or pages mapped with expandable segments), the Arena's time in driver calls, its pages created and
+    moved, and its host waits for a stream's work where they were recorded; `-` for results from before
+    any of it was."""
     if "driver_seconds" in r:
+        waits = (f", {r['host_waits']:.0f} host waits ({1e3 * r['host_wait_seconds']:.0f} ms)"
+                 if "host_waits" in r else "")
         return (f"{1e3 * r['driver_seconds']:.0f} ms: {r['chunks_created']:.0f} pages created, "
-                f"{r['pages_moved']:.0f} moved")
+                f"{r['pages_moved']:.0f} moved{waits}")
     if "segments_allocated" in r:
         return f"{r['segments_allocated']:.0f} segments"
     return "-"

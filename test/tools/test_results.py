@@ -91,6 +91,13 @@ class BenchmarksOnlyFolder(unittest.TestCase):
         for plan_section in ("## Growth", "## Allocation trace", "## Driver calls", "plan.json"):
             self.assertNotIn(plan_section, readme)
 
+    def test_the_arenas_driver_work_names_its_host_waits_where_they_were_recorded(self):
+        run = {"driver_seconds": 0.3, "chunks_created": 40, "pages_moved": 8}
+        self.assertEqual(results.driver_work(run), "300 ms: 40 pages created, 8 moved")
+        run.update(host_waits=12, host_wait_seconds=0.0254)
+        self.assertEqual(results.driver_work(run), "300 ms: 40 pages created, 8 moved, 12 host waits (25 ms)")
+        self.assertEqual(results.driver_work({"segments_allocated": 7}), "7 segments")
+
     def test_the_headline_needs_a_folder_with_a_plan(self):
         self.assertEqual(results.headline([self.folder]), [])
 
