@@ -28,8 +28,9 @@
 //   before the pool's destruction unmaps it. An observer that throws fails the Span (withdrawn,
 //   unmapped, given back).
 // Never does: decide who may reuse mapped memory (streams, caches, slabs are above it), wait for
-//   a stream (it passes the fences it was given), or keep a page it created for a request that then failed: a Span that is not
-//   committed releases the pages it created and returns the pooled ones. Not thread-safe.
+//   a stream (it passes the fences it was given), or keep a page it created for a request that
+//   then failed: a Span that is not committed releases the pages it created and returns the pooled
+//   ones. Not thread-safe.
 #pragma once
 
 #include <cstddef>
