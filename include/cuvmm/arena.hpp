@@ -232,11 +232,11 @@ struct ArenaStats {
   double unmap_seconds = 0;    ///< in unmaps
   double access_seconds = 0;   ///< in access_calls
   std::size_t cross_stream_reuses = 0;  ///< memory freed on one stream handed to another (device-side wait)
-  /// Host waits for a stream's queued work before unmapping or releasing memory it freed (a request
-  /// that unmaps its stream's cached pages, a large page swapped for small ones, a reclaim of
-  /// everything, release_stream, a whole chunk given back), and the seconds the calling thread spent
-  /// blocked in them. Each waits for all the work queued on that stream so far: where the host runs
-  /// ahead of the device (a training loop), the device's queue drains and refills after it.
+  /// Host waits for a stream's queued work before unmapping or releasing memory it freed (a large
+  /// page swapped for small ones, a reclaim of everything, release_stream, a whole chunk given back,
+  /// and the old addresses of moved pages unmapped while the work queued before the move still
+  /// runs), and the seconds the calling thread spent blocked in them. Where the host runs ahead of
+  /// the device (a training loop), the device's queue drains and refills after each.
   std::size_t host_waits = 0;
   double host_wait_seconds = 0;
   /// Allocations served by their stream's front, without the arena's lock (the cached path): of

@@ -17,6 +17,19 @@
 #include "support/node_ahead.hpp"
 
 namespace cuvmm::detail {
+namespace {
+
+/// Passes `fence`, if there is one, before its stale mapping is unmapped. A device that cannot say
+/// (a sticky error) leaves nothing more to know: the mapping is unmapped all the same.
+void pass_before_unmap(const Fence& fence) noexcept {
+  if (!fence) return;
+  try {
+    fence->pass();
+  } catch (...) {
+  }
+}
+
+}  // namespace
 
 PagePool::PagePool(Backend& backend, PagePoolOptions options)
     : backend_(&backend), options_(std::move(options)) {
@@ -78,12 +91,7 @@ bool PagePool::remove_observer(const GrowthObserver& observer) noexcept {
 
 void PagePool::unmap_stale(Page& page) noexcept {
   for (auto& [stale, fence] : page.stale) {
-    if (fence) {
-      try {
-        fence->pass();
-      } catch (...) {  // the device cannot say (a sticky error): nothing more can be known, it is unmapped
-      }
-    }
+    pass_before_unmap(fence);
     std::size_t const first = slot_of(stale.address());
     std::size_t const count = stale.size() / options_.page;
     stale_bytes_ -= stale.size();
@@ -219,12 +227,7 @@ void PagePool::park_mapped(std::size_t first, std::size_t count, bool keep_stale
         page.stale.push_back(StaleMapping{std::move(node.mapped().mapping), fence});
         stale_bytes_ += bytes;
       } catch (const std::bad_alloc&) {  // no room to remember it: unmapped below instead, after its fence
-        if (fence) {
-          try {
-            fence->pass();
-          } catch (...) {  // as in unmap_stale(page)
-          }
-        }
+        pass_before_unmap(fence);
         free_slots_.insert(slot, bytes / options_.page);
       }
     }
