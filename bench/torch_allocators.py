@@ -14,8 +14,9 @@ free memory they find (default: device 0's free memory now; required without a G
 Every measurement runs in a fresh process (an allocator is chosen once per process), in the order
 default, expandable segments, cuvmm (the Arena's defaults, or the options CUVMM_ARENA_CONF gives),
 repeated; the summary gives medians of the repeats and each allocator's ratios to PyTorch's default.
-`--modes` picks others: a subset, or cuvmm_whole_chunks too (the Arena with
-CUVMM_ARENA_CONF=whole_chunk_bytes:2MiB).
+`--modes` picks others: a subset, or cuvmm_whole_chunks (the Arena with
+CUVMM_ARENA_CONF=whole_chunk_bytes:2MiB) or cuvmm_idle_unbounded (CUVMM_ARENA_CONF=max_idle_percent:100)
+too.
 
 Workloads:
 - random: a seeded trace of mixed-size tensors (log-uniform sizes from 1 B to 1 GiB, each freed after a
@@ -50,6 +51,8 @@ MODES = {
     "cuvmm": {"CUVMM_BENCH_ENABLE": "1"},
     # The Arena with a chunk of its own for every request of 2 MiB or more (ArenaOptions::whole_chunk_bytes).
     "cuvmm_whole_chunks": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "whole_chunk_bytes:2MiB"},
+    # The Arena keeping every idle page mapped until a request needs it (ArenaOptions::max_idle_percent).
+    "cuvmm_idle_unbounded": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "max_idle_percent:100"},
 }
 
 
@@ -214,11 +217,13 @@ def run_decoder(mode: str, steps: int) -> dict:
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     peak_reserved = torch.cuda.max_memory_reserved()
+    peak_live = torch.cuda.max_memory_allocated()
     calls = allocator_calls(torch, mode)  # before the probe below, whose allocations are not training's
     free_now, _ = torch.cuda.mem_get_info()
     largest = largest_that_fits(torch, free_now + torch.cuda.memory_reserved())
     return {"workload": "decoder", "mode": mode, "seconds": seconds, "steps": len(shapes) - warmup,
-            "peak_reserved": peak_reserved, "largest_after": largest, "losses": losses, **calls}
+            "peak_live": peak_live, "peak_reserved": peak_reserved, "utilization": peak_live / peak_reserved,
+            "largest_after": largest, "losses": losses, **calls}
 
 
 def child(args) -> int:
@@ -257,7 +262,7 @@ def summarize(results: list[dict]) -> list[dict]:
     for workload, mode in keys:
         runs = [r for r in results if r["workload"] == workload and r["mode"] == mode]
         row = {"workload": workload, "mode": mode, "repeats": len(runs)}
-        for field in ("seconds", "peak_reserved", "utilization", "largest_after", "largest_after_share", "failed",
+        for field in ("seconds", "peak_live", "peak_reserved", "utilization", "largest_after", "largest_after_share", "failed",
                       "segments_allocated", "driver_seconds", "chunks_created", "maps", "pages_moved", "host_waits",
                       "host_wait_seconds"):
             if field in runs[0]:
@@ -336,10 +341,10 @@ def main() -> int:
     rows = summarize(results)
     decoder_losses = {r["mode"]: r["losses"] for r in results if r["workload"] == "decoder"}
     losses_identical = len({json.dumps(v) for v in decoder_losses.values()}) <= 1
-    print(f"\n{'workload':<12} {'mode':<11} {'time/default':>12} {'seconds':>9} {'util':>6} "
+    print(f"\n{'workload':<12} {'mode':<20} {'time/default':>12} {'seconds':>9} {'util':>6} "
           f"{'peak GiB':>9} {'largest GiB':>11} {'share':>6}")
     for r in rows:
-        print(f"{r['workload']:<12} {r['mode']:<11} {r.get('time_vs_default', float('nan')):>12.3f} "
+        print(f"{r['workload']:<12} {r['mode']:<20} {r.get('time_vs_default', float('nan')):>12.3f} "
               f"{r['seconds']:>9.3f} {r.get('utilization', float('nan')):>6.3f} {r['peak_reserved'] / GiB:>9.2f} "
               f"{r['largest_after'] / GiB:>11.2f} {r.get('largest_after_share', float('nan')):>6.3f}")
     if decoder_losses:

@@ -633,7 +633,8 @@ def decode_text(f: Folder) -> str:
 
 TORCH_MODE_NAMES = {"default": "PyTorch's caching allocator", "expandable": "PyTorch, expandable segments",
                     "cuvmm": "cuvmm_torch (the Arena)",
-                    "cuvmm_whole_chunks": "cuvmm_torch, whole_chunk_bytes 2 MiB"}
+                    "cuvmm_whole_chunks": "cuvmm_torch, whole_chunk_bytes 2 MiB",
+                    "cuvmm_idle_unbounded": "cuvmm_torch, max_idle_percent 100"}
 TORCH_RANDOM_HEADER = ["trace", "allocator", "seconds", "time / PyTorch's default", "peak live / peak reserved",
                        "largest tensor after / free memory", "asked of the driver"]
 
@@ -671,8 +672,8 @@ def torch_random_text(f: Folder) -> str:
             "the trace as a share of the free memory at the start less the bytes still live:")
 
 
-TORCH_DECODER_HEADER = ["allocator", "seconds", "time / PyTorch's default", "peak reserved", "largest tensor after",
-                        "asked of the driver (warm-up steps included)"]
+TORCH_DECODER_HEADER = ["allocator", "seconds", "time / PyTorch's default", "peak reserved", "peak live / peak reserved",
+                        "largest tensor after", "asked of the driver (warm-up steps included)"]
 
 
 def torch_decoder_rows(f: Folder) -> list[list[str]]:
@@ -680,7 +681,8 @@ def torch_decoder_rows(f: Folder) -> list[list[str]]:
     if not f.torch_allocators_decoder:
         return []
     return [[TORCH_MODE_NAMES.get(r["mode"], r["mode"]), f"{r['seconds']:.2f}", f"{r['time_vs_default']:.2f}",
-             f"{r['peak_reserved'] / GIB:.1f} GiB", f"{r['largest_after'] / GIB:.1f} GiB", driver_work(r)]
+             f"{r['peak_reserved'] / GIB:.1f} GiB", f"{r['utilization']:.3f}" if "utilization" in r else "-",
+             f"{r['largest_after'] / GIB:.1f} GiB", driver_work(r)]
             for r in f.torch_allocators_decoder["summary"] if r["workload"] == "decoder"]
 
 
