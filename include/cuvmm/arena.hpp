@@ -26,7 +26,9 @@
 // A stream that freed memory into the arena must outlive that memory's reuse: call
 // release_stream(s) before destroying s. While a stream captures a CUDA graph, no event can be
 // recorded on it: what it freed is not handed to other streams, nor unmapped, until the capture
-// ends (an allocation that would have to wait for it throws cuvmm::Unsupported instead).
+// ends (an allocation that would have to wait for it throws cuvmm::Unsupported instead). Nor may it
+// wait for an event recorded outside its capture: memory another stream freed reaches it after a
+// host wait for that stream's event (ArenaStats::host_waits), none when that work is done.
 //
 // Thread-safe. Each stream has a front: small blocks it freed, reused by its next requests of the
 // same size class under that front's own lock; everything else takes the arena's one lock (the
@@ -231,12 +233,15 @@ struct ArenaStats {
   double map_seconds = 0;      ///< in maps
   double unmap_seconds = 0;    ///< in unmaps
   double access_seconds = 0;   ///< in access_calls
-  std::size_t cross_stream_reuses = 0;  ///< memory freed on one stream handed to another (device-side wait)
-  /// Host waits for a stream's queued work before unmapping or releasing memory it freed (a large
+  /// Memory freed on one stream handed to another, after a device-side wait (a host wait, counted in
+  /// host_waits, when the taker captures a CUDA graph and the freeing stream's work still runs).
+  std::size_t cross_stream_reuses = 0;
+  /// Host waits for a stream's queued work: before unmapping or releasing memory it freed (a large
   /// page swapped for small ones, a reclaim of everything, release_stream, a whole chunk given back,
-  /// and the old addresses of moved pages unmapped while the work queued before the move still
-  /// runs), and the seconds the calling thread spent blocked in them. Where the host runs ahead of
-  /// the device (a training loop), the device's queue drains and refills after each.
+  /// the old addresses of moved pages unmapped while the work queued before the move still runs),
+  /// and before a stream that captures a CUDA graph takes memory it freed while that work still
+  /// runs; and the seconds the calling thread spent blocked in them. Where the host runs
+  /// ahead of the device (a training loop), the device's queue drains and refills after each.
   std::size_t host_waits = 0;
   double host_wait_seconds = 0;
   /// Allocations served by their stream's front, without the arena's lock (the cached path): of

@@ -346,6 +346,10 @@ struct Arena::State {
   /// captures a CUDA graph: then it is waited for at once, as wait_for does).
   detail::Fence retire_fence(StreamCache& s);
   void make_stream_wait(StreamCache& waiter, StreamCache& freer);
+  /// Orders the work `user` queues from now on after the marked work: on the device, or on the host
+  /// (block_on, unless that work is done) while `user` captures a CUDA graph, which may wait for no
+  /// event recorded outside its capture.
+  void order_use_after(Stream user, detail::StreamOrder::Marker marker);
   std::size_t unmap_cached(StreamCache& s, std::size_t slots_wanted, const detail::Fence& fence = nullptr);  // small extents first, then large spans
   void unmap_large_spans(StreamCache& s);
   [[noreturn]] void throw_no_addresses(std::size_t slots) const;
@@ -1381,8 +1385,13 @@ void Arena::State::retire_front(Stream stream) {
 
 void Arena::State::make_stream_wait(StreamCache& waiter, StreamCache& freer) {
   order->mark(freer.marker, freer.stream);
-  order->order_after(waiter.stream, freer.marker);
+  order_use_after(waiter.stream, freer.marker);
   ++counters.cross_stream_reuses;
+}
+
+void Arena::State::order_use_after(Stream user, detail::StreamOrder::Marker marker) {
+  if (order->can_mark(user)) return order->order_after(user, marker);
+  if (!order->done(marker)) block_on(marker);
 }
 
 void Arena::State::wait_for(StreamCache& s) {
@@ -1405,7 +1414,8 @@ void Arena::State::block_on(detail::StreamOrder::Marker marker) {
 /// The work a stream had queued when its cached pages were retired (PagePool::retire), which may
 /// still use them at their old addresses: its own marker, made for it. Passed (a host wait, unless
 /// the work is done by then) before those addresses are unmapped; the stream's later work needs no
-/// order; another stream that takes the pages waits for it on the device (order_before).
+/// order; another stream that takes the pages waits for it on the device, or on the host while that
+/// stream captures a CUDA graph (order_before).
 class Arena::State::StreamFence final : public detail::RetireFence {
  public:
   StreamFence(State& st, Stream stream) : st_(st), stream_(stream), marker_(st.order->create_marker()) {
@@ -1426,7 +1436,7 @@ class Arena::State::StreamFence final : public detail::RetireFence {
   }
   void order_before(Stream next_user) override {
     if (next_user == stream_ || passed_) return;
-    st_.order->order_after(next_user, marker_);
+    st_.order_use_after(next_user, marker_);
     ++st_.counters.cross_stream_reuses;
   }
 

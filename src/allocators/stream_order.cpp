@@ -29,6 +29,21 @@ class CurrentDevice {
   int previous_ = 0;
 };
 
+/// Lets the calling thread wait for or query an event recorded outside any capture while a stream
+/// captures a CUDA graph: in the global and thread-local capture modes (PyTorch's default is
+/// global) such calls are refused, and the capture invalidated, unless the thread's mode is relaxed
+/// for them. Restores the thread's mode after.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { check(cudaThreadExchangeStreamCaptureMode(&previous_), "cudaThreadExchangeStreamCaptureMode"); }
+  ~RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&previous_); }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeRelaxed;
+};
+
 class DeviceStreamOrder final : public StreamOrder {
  public:
   explicit DeviceStreamOrder(int device) : device_(device) {}
@@ -47,9 +62,16 @@ class DeviceStreamOrder final : public StreamOrder {
   void order_after(Stream waiter, Marker marker) override {
     check(cudaStreamWaitEvent(waiter, static_cast<cudaEvent_t>(marker), 0), "cudaStreamWaitEvent");
   }
-  void wait(Marker marker) override { check(cudaEventSynchronize(static_cast<cudaEvent_t>(marker)), "cudaEventSynchronize"); }
+  void wait(Marker marker) override {
+    RelaxedCaptureMode const relaxed;
+    check(cudaEventSynchronize(static_cast<cudaEvent_t>(marker)), "cudaEventSynchronize");
+  }
   bool done(Marker marker) override {
-    cudaError_t const status = cudaEventQuery(static_cast<cudaEvent_t>(marker));
+    cudaError_t status = cudaSuccess;
+    {
+      RelaxedCaptureMode const relaxed;
+      status = cudaEventQuery(static_cast<cudaEvent_t>(marker));
+    }
     if (status == cudaErrorNotReady) {
       (void)cudaGetLastError();  // not an error: the query's own status, not the caller's
       return false;

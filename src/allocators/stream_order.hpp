@@ -9,7 +9,10 @@
 // A stream that is capturing a CUDA graph cannot be marked: the mark would be captured into the
 // graph instead of recorded, a stream made to wait for it would join the capture, and a host wait
 // for it fails and invalidates the capture. So the Arena lends no memory freed on such a stream to
-// another stream, and reclaims none of it, until the capture ends (can_mark()).
+// another stream, and reclaims none of it, until the capture ends (can_mark()). Nor may a capturing
+// stream wait for a mark recorded outside its capture (CUDA refuses it): the Arena waits on the
+// host instead before such a stream takes memory another stream freed. wait() and done() relax the
+// calling thread's capture mode for their call, so that they work while any stream captures.
 // Internal to the library; the CUDA runtime calls it makes live in stream_order.cpp.
 #pragma once
 

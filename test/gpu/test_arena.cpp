@@ -128,6 +128,96 @@ TEST_CASE("memory freed on a stream that then captures a CUDA graph goes to no o
   }
 }
 
+namespace {
+
+/// Replays `graph`, captured to write the pattern of `seed` into `p`, on `stream` after poisoning
+/// `p`, and returns the words that differ from the pattern.
+std::size_t replayed_pattern_mismatches(std::uint32_t* p, std::size_t words, std::uint64_t seed, cudaStream_t stream,
+                                        cudaGraph_t graph) {
+  cudaGraphExec_t exec = nullptr;
+  check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  check(launch_fill(p, words, poison, stream), "launch_fill");
+  check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+  return check_pattern(p, words, seed, stream).mismatches;
+}
+
+}  // namespace
+
+TEST_CASE("a stream capturing a CUDA graph takes memory another stream freed after a host wait for that stream",
+          "[arena][gpu]") {
+  require_gpu();
+  init_runtime();
+  test::Stream one, two;  // made before the arenas: each waits for them when it goes
+  std::size_t const page = Arena{}.page_bytes();
+  for (bool small : {false, true}) {
+    // One page in all: stream two, capturing, can only take p, which stream one freed behind a
+    // running kernel. Waiting for stream one's event on the device would join a foreign event to
+    // the capture, which CUDA refuses; the arena waits on the host instead.
+    Arena arena({.byte_limit = page});
+    std::size_t const size = small ? 4096 : 1 * MiB;
+    auto* p = static_cast<std::uint32_t*>(arena.allocate(size, one.get()));
+    CUVMM_CUDA_REQUIRE(launch_spin_then_fill(p, size / 4, poison, 50'000'000, one.get()));
+    arena.deallocate(p, size, one.get());
+    ArenaStats const before = arena.stats();
+    // Global mode, as PyTorch captures: no thread may query or wait for an event unless it relaxes
+    // its own mode for the call, as the arena does.
+    CUVMM_CUDA_REQUIRE(cudaStreamBeginCapture(two.get(), cudaStreamCaptureModeGlobal));
+    auto* q = static_cast<std::uint32_t*>(arena.allocate(size, two.get()));
+    std::uint64_t const seed = test_seed(small ? 6 : 5);
+    CUVMM_CUDA_REQUIRE(launch_write_pattern(q, size / 4, seed, two.get()));
+    cudaGraph_t graph = nullptr;
+    CUVMM_CUDA_REQUIRE(cudaStreamEndCapture(two.get(), &graph));
+    REQUIRE(graph != nullptr);
+    CHECK(q == p);
+    CHECK(arena.stats().host_waits == before.host_waits + 1);
+    CHECK(arena.stats().cross_stream_reuses == before.cross_stream_reuses + 1);
+    CHECK(replayed_pattern_mismatches(q, size / 4, seed, two.get(), graph) == 0);
+    CUVMM_CUDA_REQUIRE(cudaGraphDestroy(graph));
+    arena.deallocate(q, size, two.get());
+  }
+}
+
+TEST_CASE("a stream capturing a CUDA graph takes a page another stream moved away from, with no device-side wait",
+          "[arena][gpu]") {
+  require_gpu();
+  init_runtime();
+  test::Stream one, two;
+  std::size_t const page = Arena{}.page_bytes();
+  // Three pages in all, runs of pages cached, not parked in fronts. Stream one's freed page is
+  // boxed in by live pages; a request for two moves it (behind a fence for the kernel still
+  // running on it) and then fails, the device full: the page stays pooled behind that fence.
+  Arena arena({.byte_limit = 3 * page, .stream_cache_run_bytes = 0});
+  void* const left = arena.allocate(page, one.get());
+  auto* busy = static_cast<std::uint32_t*>(arena.allocate(page, one.get()));
+  void* const right = arena.allocate(page, one.get());
+  REQUIRE(static_cast<char*>(static_cast<void*>(busy)) == static_cast<char*>(left) + page);
+  REQUIRE(static_cast<char*>(right) == static_cast<char*>(static_cast<void*>(busy)) + page);
+  CUVMM_CUDA_REQUIRE(launch_spin_then_fill(busy, page / 4, poison, 50'000'000, one.get()));
+  arena.deallocate(busy, page, one.get());
+  CHECK_THROWS_AS(arena.allocate(2 * page, one.get()), OutOfMemory);
+  ArenaStats const before = arena.stats();
+  REQUIRE(before.bytes_pooled == page);
+  REQUIRE(before.bytes_stale == page);
+  // Stream two, capturing as PyTorch does, takes the pooled page: its fence is passed on the host
+  // (a query: the failed request waited for stream one), not waited for inside the capture.
+  CUVMM_CUDA_REQUIRE(cudaStreamBeginCapture(two.get(), cudaStreamCaptureModeGlobal));
+  auto* q = static_cast<std::uint32_t*>(arena.allocate(page, two.get()));
+  std::uint64_t const seed = test_seed(7);
+  CUVMM_CUDA_REQUIRE(launch_write_pattern(q, page / 4, seed, two.get()));
+  cudaGraph_t graph = nullptr;
+  CUVMM_CUDA_REQUIRE(cudaStreamEndCapture(two.get(), &graph));
+  REQUIRE(graph != nullptr);
+  CHECK(arena.stats().bytes_pooled == 0);
+  CHECK(arena.stats().host_waits == before.host_waits);
+  CHECK(replayed_pattern_mismatches(q, page / 4, seed, two.get(), graph) == 0);
+  CUVMM_CUDA_REQUIRE(cudaGraphDestroy(graph));
+  arena.deallocate(q, page, two.get());
+  arena.deallocate(left, page, one.get());
+  arena.deallocate(right, page, one.get());
+}
+
 TEST_CASE("pages a running kernel still uses are unmapped for stitching only after that kernel", "[arena][gpu]") {
   require_gpu();
   init_runtime();
