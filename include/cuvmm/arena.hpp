@@ -236,9 +236,9 @@ struct ArenaStats {
   /// Memory freed on one stream handed to another, after a device-side wait (a host wait, counted in
   /// host_waits, when the taker captures a CUDA graph and the freeing stream's work still runs).
   std::size_t cross_stream_reuses = 0;
-  /// Host waits for a stream's queued work: before unmapping or releasing memory it freed (a large
-  /// page swapped for small ones, a reclaim of everything, release_stream, a whole chunk given back,
-  /// the old addresses of moved pages unmapped while the work queued before the move still runs),
+  /// Host waits for a stream's queued work: before unmapping or releasing memory it freed (a reclaim
+  /// of everything, release_stream, a whole chunk given back, the old addresses of moved pages
+  /// unmapped, or their pages released, while the work queued before the move still runs),
   /// and before a stream that captures a CUDA graph takes memory it freed while that work still
   /// runs; and the seconds the calling thread spent blocked in them. Where the host runs
   /// ahead of the device (a training loop), the device's queue drains and refills after each.

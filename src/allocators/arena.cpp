@@ -93,7 +93,10 @@
 // such a pooled page waits for on the device (back_and_map). A host wait in the middle of a
 // training step would drain the device's queue, and the moves' driver calls would then hold the
 // device idle instead of overlapping its work (ArenaStats::host_waits counts the waits left).
-// remap_behind alone unmaps at once after a host wait, as it maps other pages at the same slots. A
+// remap_behind alone unmaps at once, as it maps other pages at the same slots: it is taken only
+// once the stream whose cache gives the pages up has no queued work left (queued_work_done, an
+// event query), else the request is served as if that span were not cached. Nor does a request
+// release pooled pages of the other size whose fence is not done (release_pooled_done). A
 // cached run shorter than the request grows in place when the addresses next to it are free (only
 // the missing pages are mapped); new runs are spaced apart so that they usually are. A cached
 // large-layout span is large pages then a small tail, and any whole pages of it serve a request
@@ -341,6 +344,7 @@ struct Arena::State {
   // Helpers --------------------------------------------------------------------------------------
   class StreamFence;
   void wait_for(StreamCache& s);  // blocks until the work queued on `s` so far is done
+  bool queued_work_done(StreamCache& s);  // whether it is done now, asked without waiting (marks `s`)
   void block_on(detail::StreamOrder::Marker marker);  // waits for a marked stream's work, counted (host_waits)
   /// A fence for the work queued on `s` so far, before its cached pages are retired (null when `s`
   /// captures a CUDA graph: then it is waited for at once, as wait_for does).
@@ -656,8 +660,9 @@ std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s, boo
 /// the small pages at the end of a cached large-layout span; for a large layout the end of a span
 /// whose small tail holds the request's small pages, else the front of the smallest span that
 /// holds the request. The rest of a span stays cached on `c`. Only in that last case, when the
-/// request ends inside a large page of the span, is that one page unmapped (after a host wait for
-/// `c`) and the request's small pages mapped in its place (steps 5-10 for them).
+/// request ends inside a large page of the span, is that one page unmapped and the request's small
+/// pages mapped in its place (steps 5-10 for them), and only once the work `c` queued is done:
+/// until then the span stays cached and the request is served by the later steps (no host wait).
 std::optional<Arena::State::Run> Arena::State::take_cached(StreamCache& c, std::size_t slots, StreamCache& requester,
                                                            bool may_borrow) {
   if (!pool.large_layout(slots)) {
@@ -679,6 +684,9 @@ std::optional<Arena::State::Run> Arena::State::take_cached(StreamCache& c, std::
   std::size_t const kept = ends_in_large_page ? slots / large * large : slots;  // mapped slots the request keeps
   std::size_t const rest = ends_in_large_page ? kept + large : slots;           // where the span's rest starts
   UncachedRun taken(*this, c, first, held, true);
+  // Splitting its last large page unmaps it there: not while work `c` queued may still use it. The
+  // span goes back (taken's destructor), and later steps serve the request without a host wait.
+  if (ends_in_large_page && !queued_work_done(c)) return std::nullopt;
   if (held > rest) taken.cache_back(held - rest, pool.large_layout(held - rest));  // stays cached apart
   Run const run = ends_in_large_page ? remap_behind(taken, kept, slots, requester) : Run{first, slots};
   taken.commit();
@@ -686,15 +694,14 @@ std::optional<Arena::State::Run> Arena::State::take_cached(StreamCache& c, std::
 }
 
 /// Makes [first, first + slots) a run for `requester` out of the run that `taken` holds (from
-/// `first`), just taken out of a stream's cache: its first `kept` slots stay mapped where they
-/// are, the slots behind them are unmapped into the pool once that stream's queued work is done
-/// (unmapping does not wait for it), and the request's remaining slots are mapped from there (steps
-/// 5-10). Should anything fail, `taken` puts what is still mapped back into that cache.
+/// `first`), just taken out of a stream's cache whose queued work is done (queued_work_done: the
+/// caller asked): its first `kept` slots stay mapped where they are, the slots behind them are
+/// unmapped into the pool, and the request's remaining slots are mapped from there (steps 5-10).
+/// Should anything fail, `taken` puts what is still mapped back into that cache.
 Arena::State::Run Arena::State::remap_behind(UncachedRun& taken, std::size_t kept, std::size_t slots,
                                              StreamCache& requester) {
   std::size_t const first = taken.first();
   if (taken.slots() > kept) {
-    wait_for(taken.cache());
     taken.unmap_behind(kept);
     ++counters.reclaims;
   }
@@ -882,6 +889,7 @@ std::optional<Arena::State::Run> Arena::State::extend_cached_span(StreamCache& s
   auto const [first, held] = *found;
   auto taken = UncachedRun::large_span(*this, s, first, held);
   std::size_t const kept = slots / large > held / large ? held / large * large : held;  // slots that stay mapped
+  if (kept < held && !queued_work_done(s)) return std::nullopt;  // the tail is unmapped there: as in take_cached
   Run const run = remap_behind(taken, kept, slots, s);  // the small tail goes when large pages follow
   taken.commit();
   return run;
@@ -1404,6 +1412,12 @@ void Arena::State::wait_for(StreamCache& s) {
   block_on(s.marker);
 }
 
+bool Arena::State::queued_work_done(StreamCache& s) {
+  if (!order->can_mark(s.stream)) return false;
+  order->mark(s.marker, s.stream);
+  return order->done(s.marker);
+}
+
 void Arena::State::block_on(detail::StreamOrder::Marker marker) {
   auto const started = std::chrono::steady_clock::now();
   order->wait(marker);
@@ -1431,8 +1445,12 @@ class Arena::State::StreamFence final : public detail::RetireFence {
   StreamFence& operator=(const StreamFence&) = delete;
 
   void pass() override {
-    if (!passed_ && !st_.order->done(marker_)) st_.block_on(marker_);
+    if (!done()) st_.block_on(marker_);
     passed_ = true;
+  }
+  bool done() override {
+    if (!passed_ && st_.order->done(marker_)) passed_ = true;
+    return passed_;
   }
   void order_before(Stream next_user) override {
     if (next_user == stream_ || passed_) return;

@@ -104,6 +104,15 @@ void PagePool::unmap_stale(Page& page) noexcept {
   page.stale.clear();
 }
 
+bool PagePool::fences_done(const Page& page) noexcept {
+  try {
+    return std::all_of(page.stale.begin(), page.stale.end(),
+                       [](const StaleMapping& stale) { return !stale.fence || stale.fence->done(); });
+  } catch (...) {
+    return false;
+  }
+}
+
 void PagePool::release(Page page) noexcept {
   unmap_stale(page);
   physical_bytes_ -= page.chunk.size();
@@ -123,6 +132,18 @@ std::size_t PagePool::release_pooled(Size size, std::size_t bytes) noexcept {
     released += from.back().chunk.size();
     release(std::move(from.back()));
     from.pop_back();
+  }
+  return released;
+}
+
+std::size_t PagePool::release_pooled_done(Size size, std::size_t bytes) noexcept {
+  auto& from = pool(size);
+  std::size_t released = 0;
+  for (std::size_t i = from.size(); i-- > 0 && released < bytes;) {
+    if (!fences_done(from[i])) continue;
+    released += from[i].chunk.size();
+    release(std::move(from[i]));
+    from.erase(from.begin() + static_cast<std::ptrdiff_t>(i));
   }
   return released;
 }
@@ -286,8 +307,8 @@ void PagePool::Span::take_pooled() {
 }
 
 void PagePool::Span::release_idle_other_size() noexcept {
-  if (large_missing() > 0) pool_->release_pooled(Size::small, large_missing() * pool_->options_.large_page);
-  if (small_missing() > 0) pool_->release_pooled(Size::large, small_missing() * pool_->options_.page);
+  if (large_missing() > 0) pool_->release_pooled_done(Size::small, large_missing() * pool_->options_.large_page);
+  if (small_missing() > 0) pool_->release_pooled_done(Size::large, small_missing() * pool_->options_.page);
 }
 
 bool PagePool::Span::create_one(Size size) {

@@ -17,7 +17,8 @@
 //   Arena retires a stream's cached pages without waiting for that stream). retire() takes a fence
 //   for that work; the pool passes it (RetireFence::pass) before it unmaps the stale mapping, which
 //   also comes before the page is released, and a Span lists the fences of the pages it took from
-//   the pools (Span::fences) so that their new user can order its work after them.
+//   the pools (Span::fences) so that their new user can order its work after them. A span releases
+//   idle pooled pages only where their fences are done (release_pooled_done): it never waits.
 // Invariants: physical_bytes() is the size of every page created and not yet released (mapped,
 //   pooled, or held by a Span being put together), and never exceeds the byte limit; a slot is
 //   either in the free set, or covered by exactly one page's live or stale mapping, or by a Span's
@@ -58,6 +59,8 @@ class RetireFence {
   virtual ~RetireFence() = default;
   /// Returns once that work is done (at once when it is): the pool calls it before unmapping.
   virtual void pass() = 0;
+  /// Whether that work is done, asked without waiting (then pass() returns at once).
+  [[nodiscard]] virtual bool done() = 0;
   /// Orders work that `next_user` queues from now on after that work: for the user of a page a Span
   /// took from the pools (Span::fences), where that is another stream. The pool never calls it.
   virtual void order_before(Stream next_user) = 0;
@@ -152,6 +155,9 @@ class PagePool {
   [[nodiscard]] std::size_t stale_bytes() const noexcept { return stale_bytes_; }
   /// Releases pooled pages of `size` until `bytes` were given back or none is left; returns the bytes.
   std::size_t release_pooled(Size size, std::size_t bytes) noexcept;
+  /// release_pooled(), passing over the pages that a fence not yet done keeps (RetireFence::done):
+  /// releases only what it can without waiting.
+  std::size_t release_pooled_done(Size size, std::size_t bytes) noexcept;
   /// Releases every pooled page; returns the bytes.
   std::size_t release_all_pooled() noexcept;
 
@@ -192,6 +198,8 @@ class PagePool {
   void release(Page page) noexcept;
   /// Passes the fences of `page`'s stale mappings, unmaps them and frees their slots.
   void unmap_stale(Page& page) noexcept;
+  /// Whether every fence of `page`'s stale mappings is done (a device that cannot say: no).
+  static bool fences_done(const Page& page) noexcept;
   /// Moves the pages over [first, first + count) into the pools, their mappings unmapped or, with
   /// `keep_stale`, kept as stale ones behind `fence` (unmap() and retire(); neither frees the slots here).
   void park_mapped(std::size_t first, std::size_t count, bool keep_stale, const Fence& fence);
@@ -241,7 +249,8 @@ class PagePool::Span {
   /// that may still use those pages at other addresses. Its user orders its work after them.
   [[nodiscard]] const std::vector<Fence>& fences() const noexcept { return fences_; }
   /// Releases pooled pages of a size this span wants no more of, up to the bytes it still misses
-  /// of the other size: idle memory goes back to the device before new pages are asked for.
+  /// of the other size: idle memory goes back to the device before new pages are asked for. A
+  /// page whose fence is not done stays pooled (releasing it would wait for that work).
   void release_idle_other_size() noexcept;
   /// Creates pages until complete or the device (OutOfMemory) or the byte limit refuses. Large
   /// pages refused are replaced by small ones. Other errors (Unsupported compression) propagate.

@@ -249,6 +249,48 @@ TEST_CASE("pages a running kernel still uses are unmapped for stitching only aft
   arena.deallocate(after, page, stream.get());
 }
 
+TEST_CASE("a request that would swap a large page a running kernel still uses for small ones moves pages instead of "
+          "waiting",
+          "[arena][gpu]") {
+  require_gpu();
+  init_runtime();
+  test::Stream stream;
+  Arena arena;
+  std::size_t const large = arena.large_page_bytes();
+  // A cached span of two large pages, which a kernel still fills when it is freed.
+  auto* span = static_cast<std::uint32_t*>(arena.allocate(2 * large, stream.get()));
+  CUVMM_CUDA_REQUIRE(launch_spin_then_fill(span, 2 * large / 4, poison, 50'000'000, stream.get()));
+  arena.deallocate(span, 2 * large, stream.get());
+  // A request ending a quarter into the second large page: the span's front would serve it, its
+  // second large page swapped for small pages at the same addresses, which unmaps that page under
+  // the kernel (a host wait first). Instead its first large page moves to new addresses, small
+  // pages are created behind it, and the span's old addresses stay mapped behind a fence.
+  ArenaStats const before = arena.stats();
+  std::size_t const bytes = large + large / 4;
+  auto* moved = static_cast<std::uint32_t*>(arena.allocate(bytes, stream.get()));
+  ArenaStats const after = arena.stats();
+  CHECK(after.host_waits == before.host_waits);
+  CHECK(moved != span);
+  CHECK(after.pages_moved == before.pages_moved + 1);
+  CHECK(after.bytes_stale == 2 * large);
+  CHECK(after.bytes_pooled == large);  // the second large page: released only once its fence is done
+  std::uint64_t const seed = test_seed(8);
+  CUVMM_CUDA_REQUIRE(launch_write_pattern(moved, bytes / 4, seed, stream.get()));
+  CUVMM_CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
+  CHECK(check_pattern(moved, bytes / 4, seed, stream.get()).mismatches == 0);
+  arena.deallocate(moved, bytes, stream.get());
+  // The kernel done, the same request takes the span's front as it lies (no move, no wait).
+  CHECK(arena.trim() > 0);
+  void* const again = arena.allocate(2 * large, stream.get());
+  arena.deallocate(again, 2 * large, stream.get());
+  ArenaStats const ahead = arena.stats();
+  void* const split = arena.allocate(bytes, stream.get());
+  CHECK(split == again);
+  CHECK(arena.stats().pages_moved == ahead.pages_moved);
+  CHECK(arena.stats().host_waits == ahead.host_waits);
+  arena.deallocate(split, bytes, stream.get());
+}
+
 TEST_CASE("Thrust sort, reduce, transform and copy give the same results with ThrustAllocator", "[arena][gpu][thrust]") {
   require_gpu();
   init_runtime();

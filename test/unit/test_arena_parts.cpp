@@ -218,9 +218,11 @@ class RecordingFence final : public RetireFence {
  public:
   explicit RecordingFence(HostBackend& host) : host_(host) {}
   void pass() override { mapped_when_passed.push_back(host_.live_counts().bytes_mapped); }
+  bool done() override { return work_done; }
   void order_before(Stream next_user) override { ordered.push_back(next_user); }
   std::vector<std::size_t> mapped_when_passed;
   std::vector<Stream> ordered;
+  bool work_done = true;
 
  private:
   HostBackend& host_;
@@ -259,6 +261,35 @@ TEST_CASE("a page retired behind a fence keeps its old mapping until the fence i
   CHECK(fence->mapped_when_passed == std::vector<std::size_t>{5 * page, 4 * page, 3 * page});
   CHECK(host.live_counts().bytes_mapped == 2 * page);
   CHECK(pool.stale_bytes() == 0);
+}
+
+TEST_CASE("a span releases idle pooled pages of the other size only where their fences are done", "[arena][pool]") {
+  HostBackend host({.granularity = page});
+  PagePool pool(host, pool_options());  // large pages of 4 small ones
+  auto const fence = std::make_shared<RecordingFence>(host);
+  fence->work_done = false;
+  std::size_t first = 0;
+  {
+    auto span = pool.take_slots(2);
+    span->create();
+    first = span->map();
+  }
+  pool.retire(first, 2, fence);  // two small pages pooled behind work still running
+  REQUIRE(pool.pooled_pages(PagePool::Size::small) == 2);
+  {
+    auto span = pool.take_slots(4);  // one large page: the small ones are idle memory of the other size
+    REQUIRE(span->large_missing() == 1);
+    span->release_idle_other_size();  // would wait for the fence to release them: kept instead
+    CHECK(pool.pooled_pages(PagePool::Size::small) == 2);
+    CHECK(fence->mapped_when_passed.empty());
+    CHECK(pool.physical_bytes() == 2 * page);
+    fence->work_done = true;
+    span->release_idle_other_size();  // the work is done: they go, with no wait
+    CHECK(pool.pooled_pages(PagePool::Size::small) == 0);
+    CHECK(fence->mapped_when_passed.size() == 2);
+    CHECK(pool.physical_bytes() == 0);
+  }
+  CHECK(host.live_counts().bytes_mapped == 0);
 }
 
 TEST_CASE("spaced placement puts a run at the end of the largest free extent, room behind it, while the extent keeps "
