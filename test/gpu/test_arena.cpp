@@ -143,6 +143,25 @@ std::size_t replayed_pattern_mismatches(std::uint32_t* p, std::size_t words, std
   return check_pattern(p, words, seed, stream).mismatches;
 }
 
+/// Three pages side by side on `stream`, the middle one freed while a kernel still fills it (for
+/// ~50 ms): boxed in by the two live ones, its cached run cannot grow in place.
+struct BoxedBusyPage {
+  void* left = nullptr;
+  std::uint32_t* busy = nullptr;
+  void* right = nullptr;
+};
+
+BoxedBusyPage free_boxed_busy_page(Arena& arena, cudaStream_t stream) {
+  std::size_t const page = arena.page_bytes();
+  BoxedBusyPage b{arena.allocate(page, stream), static_cast<std::uint32_t*>(arena.allocate(page, stream)),
+                  arena.allocate(page, stream)};
+  REQUIRE(static_cast<char*>(static_cast<void*>(b.busy)) == static_cast<char*>(b.left) + page);
+  REQUIRE(static_cast<char*>(b.right) == static_cast<char*>(static_cast<void*>(b.busy)) + page);
+  CUVMM_CUDA_REQUIRE(launch_spin_then_fill(b.busy, page / 4, poison, 50'000'000, stream));
+  arena.deallocate(b.busy, page, stream);
+  return b;
+}
+
 }  // namespace
 
 TEST_CASE("a stream capturing a CUDA graph takes memory another stream freed after a host wait for that stream",
@@ -189,13 +208,7 @@ TEST_CASE("a stream capturing a CUDA graph takes a page another stream moved awa
   // boxed in by live pages; a request for two moves it (behind a fence for the kernel still
   // running on it) and then fails, the device full: the page stays pooled behind that fence.
   Arena arena({.byte_limit = 3 * page, .stream_cache_run_bytes = 0});
-  void* const left = arena.allocate(page, one.get());
-  auto* busy = static_cast<std::uint32_t*>(arena.allocate(page, one.get()));
-  void* const right = arena.allocate(page, one.get());
-  REQUIRE(static_cast<char*>(static_cast<void*>(busy)) == static_cast<char*>(left) + page);
-  REQUIRE(static_cast<char*>(right) == static_cast<char*>(static_cast<void*>(busy)) + page);
-  CUVMM_CUDA_REQUIRE(launch_spin_then_fill(busy, page / 4, poison, 50'000'000, one.get()));
-  arena.deallocate(busy, page, one.get());
+  BoxedBusyPage const boxed = free_boxed_busy_page(arena, one.get());
   CHECK_THROWS_AS(arena.allocate(2 * page, one.get()), OutOfMemory);
   ArenaStats const before = arena.stats();
   REQUIRE(before.bytes_pooled == page);
@@ -214,8 +227,8 @@ TEST_CASE("a stream capturing a CUDA graph takes a page another stream moved awa
   CHECK(replayed_pattern_mismatches(q, page / 4, seed, two.get(), graph) == 0);
   CUVMM_CUDA_REQUIRE(cudaGraphDestroy(graph));
   arena.deallocate(q, page, two.get());
-  arena.deallocate(left, page, one.get());
-  arena.deallocate(right, page, one.get());
+  arena.deallocate(boxed.left, page, one.get());
+  arena.deallocate(boxed.right, page, one.get());
 }
 
 TEST_CASE("pages a running kernel still uses are unmapped for stitching only after that kernel", "[arena][gpu]") {
@@ -224,14 +237,7 @@ TEST_CASE("pages a running kernel still uses are unmapped for stitching only aft
   test::Stream stream;
   Arena arena;
   std::size_t const page = arena.page_bytes();
-  // Live pages on both sides of the busy one: its cached run cannot grow in place.
-  void* const before = arena.allocate(page, stream.get());
-  auto* busy = static_cast<std::uint32_t*>(arena.allocate(page, stream.get()));
-  void* const after = arena.allocate(page, stream.get());
-  REQUIRE(static_cast<char*>(static_cast<void*>(busy)) == static_cast<char*>(before) + page);
-  REQUIRE(static_cast<char*>(after) == static_cast<char*>(static_cast<void*>(busy)) + page);
-  CUVMM_CUDA_REQUIRE(launch_spin_then_fill(busy, page / 4, poison, 50'000'000, stream.get()));
-  arena.deallocate(busy, page, stream.get());
+  BoxedBusyPage const boxed = free_boxed_busy_page(arena, stream.get());
   // Two pages: no cached extent is large enough and the freed page is boxed in, so it moves and is
   // stitched in elsewhere, with no host wait: its old address stays mapped behind a fence for the
   // kernel. Unmapped under the running kernel, it would fault (CUDA_ERROR_ILLEGAL_ADDRESS).
@@ -245,8 +251,8 @@ TEST_CASE("pages a running kernel still uses are unmapped for stitching only aft
   CUVMM_CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
   CHECK(check_pattern(joined, 2 * page / 4, seed, stream.get()).mismatches == 0);
   arena.deallocate(joined, 2 * page, stream.get());
-  arena.deallocate(before, page, stream.get());
-  arena.deallocate(after, page, stream.get());
+  arena.deallocate(boxed.left, page, stream.get());
+  arena.deallocate(boxed.right, page, stream.get());
 }
 
 TEST_CASE("a request that would swap a large page a running kernel still uses for small ones moves pages instead of "
