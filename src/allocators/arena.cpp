@@ -649,7 +649,7 @@ std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s, boo
   if (!span.complete() && s.holds_pages()) (unmap_own_cache(s, span), span.take_pooled());  // 6. own cache, retired behind a fence (no host wait)
   if (!span.complete()) span.release_idle_other_size();                             // 7. release the other page size's pool
   if (!span.complete()) span.create();                                              // 8. create
-  if (!span.complete() && may_reclaim) (reclaim_everything(), span.release_idle_other_size(), span.take_pooled(), span.create());  // 9. wait for all, unmap all, retry
+  if (!span.complete() && may_reclaim) (reclaim_everything(), span.release_idle_other_size(/*may_wait=*/true), span.take_pooled(), span.create());  // 9. wait for all, unmap all, retry
   if (!span.complete()) throw_out_of_memory(span);                                  // 10. OutOfMemory (the span gives back what it created)
   for (detail::Fence const& fence : span.fences()) fence->order_before(s.stream);  // pages another stream retired
   return span.map();

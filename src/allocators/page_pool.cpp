@@ -306,9 +306,12 @@ void PagePool::Span::take_pooled() {
   }
 }
 
-void PagePool::Span::release_idle_other_size() noexcept {
-  if (large_missing() > 0) pool_->release_pooled_done(Size::small, large_missing() * pool_->options_.large_page);
-  if (small_missing() > 0) pool_->release_pooled_done(Size::large, small_missing() * pool_->options_.page);
+void PagePool::Span::release_idle_other_size(bool may_wait) noexcept {
+  auto const release = [&](Size size, std::size_t bytes) {
+    may_wait ? pool_->release_pooled(size, bytes) : pool_->release_pooled_done(size, bytes);
+  };
+  if (large_missing() > 0) release(Size::small, large_missing() * pool_->options_.large_page);
+  if (small_missing() > 0) release(Size::large, small_missing() * pool_->options_.page);
 }
 
 bool PagePool::Span::create_one(Size size) {

@@ -250,8 +250,9 @@ class PagePool::Span {
   [[nodiscard]] const std::vector<Fence>& fences() const noexcept { return fences_; }
   /// Releases pooled pages of a size this span wants no more of, up to the bytes it still misses
   /// of the other size: idle memory goes back to the device before new pages are asked for. A
-  /// page whose fence is not done stays pooled (releasing it would wait for that work).
-  void release_idle_other_size() noexcept;
+  /// page whose fence is not done stays pooled (releasing it would wait for that work), unless
+  /// `may_wait` (the device is full: the page's memory is needed now).
+  void release_idle_other_size(bool may_wait = false) noexcept;
   /// Creates pages until complete or the device (OutOfMemory) or the byte limit refuses. Large
   /// pages refused are replaced by small ones. Other errors (Unsupported compression) propagate.
   void create();

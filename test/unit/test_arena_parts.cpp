@@ -292,6 +292,25 @@ TEST_CASE("a span releases idle pooled pages of the other size only where their 
   CHECK(host.live_counts().bytes_mapped == 0);
 }
 
+TEST_CASE("a span on a full device releases idle pooled pages of the other size after their fences", "[arena][pool]") {
+  HostBackend host({.granularity = page});
+  PagePool pool(host, pool_options());
+  auto const fence = std::make_shared<RecordingFence>(host);
+  fence->work_done = false;
+  std::size_t first = 0;
+  {
+    auto span = pool.take_slots(2);
+    span->create();
+    first = span->map();
+  }
+  pool.retire(first, 2, fence);
+  auto span = pool.take_slots(4);
+  span->release_idle_other_size(/*may_wait=*/true);  // the memory is needed: the fence is passed first
+  CHECK(pool.pooled_pages(PagePool::Size::small) == 0);
+  CHECK(fence->mapped_when_passed == std::vector<std::size_t>{2 * page, page});
+  CHECK(pool.physical_bytes() == 0);
+}
+
 TEST_CASE("spaced placement puts a run at the end of the largest free extent, room behind it, while the extent keeps "
           "the amount asked for",
           "[arena][pool]") {
