@@ -96,9 +96,10 @@
 // remap_behind alone unmaps at once, as it maps other pages at the same slots: it is taken only
 // once the stream whose cache gives the pages up has no queued work left (queued_work_done, an
 // event query), else the request is served as if that span were not cached. Nor does a request
-// release pooled pages of the other size whose fence is not done (release_pooled_done), until
-// the device is full (step 9, which waits for every stream anyway). A cached run shorter than the request grows in place when the addresses next to it are free (only
-// the missing pages are mapped); new runs are spaced apart so that they usually are. A cached
+// release pooled pages of the other size whose fence is not done (PagePool::release_pooled),
+// until the device is full (step 9, which waits for every stream anyway). A cached run shorter
+// than the request grows in place when the addresses next to it are free (only the missing pages
+// are mapped); new runs are spaced apart so that they usually are. A cached
 // large-layout span is large pages then a small tail, and any whole pages of it serve a request
 // as they lie: a small request takes small pages of its tail; a large request whose small pages
 // its tail holds takes its last large pages and the front of its tail; else a large request takes

@@ -125,22 +125,11 @@ void PagePool::unmap_stale() noexcept {
   for (auto& [slot, mapped] : mapped_) unmap_stale(mapped.page);
 }
 
-std::size_t PagePool::release_pooled(Size size, std::size_t bytes) noexcept {
-  auto& from = pool(size);
-  std::size_t released = 0;
-  while (released < bytes && !from.empty()) {
-    released += from.back().chunk.size();
-    release(std::move(from.back()));
-    from.pop_back();
-  }
-  return released;
-}
-
-std::size_t PagePool::release_pooled_done(Size size, std::size_t bytes) noexcept {
+std::size_t PagePool::release_pooled(Size size, std::size_t bytes, bool may_wait) noexcept {
   auto& from = pool(size);
   std::size_t released = 0;
   for (std::size_t i = from.size(); i-- > 0 && released < bytes;) {
-    if (!fences_done(from[i])) continue;
+    if (!may_wait && !fences_done(from[i])) continue;
     released += from[i].chunk.size();
     release(std::move(from[i]));
     from.erase(from.begin() + static_cast<std::ptrdiff_t>(i));
@@ -150,8 +139,8 @@ std::size_t PagePool::release_pooled_done(Size size, std::size_t bytes) noexcept
 
 std::size_t PagePool::release_all_pooled() noexcept {
   std::size_t const bytes = pooled_bytes();
-  release_pooled(Size::small, bytes);
-  release_pooled(Size::large, bytes);
+  release_pooled(Size::small, bytes, true);
+  release_pooled(Size::large, bytes, true);
   return bytes;
 }
 
@@ -307,11 +296,8 @@ void PagePool::Span::take_pooled() {
 }
 
 void PagePool::Span::release_idle_other_size(bool may_wait) noexcept {
-  auto const release = [&](Size size, std::size_t bytes) {
-    may_wait ? pool_->release_pooled(size, bytes) : pool_->release_pooled_done(size, bytes);
-  };
-  if (large_missing() > 0) release(Size::small, large_missing() * pool_->options_.large_page);
-  if (small_missing() > 0) release(Size::large, small_missing() * pool_->options_.page);
+  if (large_missing() > 0) pool_->release_pooled(Size::small, large_missing() * pool_->options_.large_page, may_wait);
+  if (small_missing() > 0) pool_->release_pooled(Size::large, small_missing() * pool_->options_.page, may_wait);
 }
 
 bool PagePool::Span::create_one(Size size) {

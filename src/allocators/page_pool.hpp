@@ -18,7 +18,7 @@
 //   for that work; the pool passes it (RetireFence::pass) before it unmaps the stale mapping, which
 //   also comes before the page is released, and a Span lists the fences of the pages it took from
 //   the pools (Span::fences) so that their new user can order its work after them. A span releases
-//   idle pooled pages only where their fences are done (release_pooled_done): it never waits.
+//   idle pooled pages only where their fences are done (release_pooled), unless the device is full.
 // Invariants: physical_bytes() is the size of every page created and not yet released (mapped,
 //   pooled, or held by a Span being put together), and never exceeds the byte limit; a slot is
 //   either in the free set, or covered by exactly one page's live or stale mapping, or by a Span's
@@ -153,11 +153,10 @@ class PagePool {
   void unmap_stale() noexcept;
   /// Bytes of address space held by stale mappings.
   [[nodiscard]] std::size_t stale_bytes() const noexcept { return stale_bytes_; }
-  /// Releases pooled pages of `size` until `bytes` were given back or none is left; returns the bytes.
-  std::size_t release_pooled(Size size, std::size_t bytes) noexcept;
-  /// release_pooled(), passing over the pages that a fence not yet done keeps (RetireFence::done):
-  /// releases only what it can without waiting.
-  std::size_t release_pooled_done(Size size, std::size_t bytes) noexcept;
+  /// Releases pooled pages of `size` until `bytes` were given back or none is left; returns the
+  /// bytes. Without `may_wait` it passes over the pages that a fence not yet done keeps
+  /// (RetireFence::done): it releases only what it can without waiting.
+  std::size_t release_pooled(Size size, std::size_t bytes, bool may_wait) noexcept;
   /// Releases every pooled page; returns the bytes.
   std::size_t release_all_pooled() noexcept;
 

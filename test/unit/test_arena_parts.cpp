@@ -228,18 +228,28 @@ class RecordingFence final : public RetireFence {
   HostBackend& host_;
 };
 
+namespace {
+
+/// Maps `count` new small pages side by side and retires them behind `fence`: pooled, still mapped
+/// where they were.
+void retire_new_pages(PagePool& pool, std::size_t count, const Fence& fence) {
+  std::size_t first = 0;
+  {
+    auto span = pool.take_slots(count);
+    span->create();
+    first = span->map();
+  }
+  pool.retire(first, count, fence);
+}
+
+}  // namespace
+
 TEST_CASE("a page retired behind a fence keeps its old mapping until the fence is passed, and its taker sees the "
           "fence", "[arena][pool]") {
   HostBackend host({.granularity = page});
   PagePool pool(host, pool_options());
   auto const fence = std::make_shared<RecordingFence>(host);
-  std::size_t first = 0;
-  {
-    auto span = pool.take_slots(3);
-    span->create();
-    first = span->map();
-  }
-  pool.retire(first, 3, fence);  // three small pages pooled, still mapped where they were
+  retire_new_pages(pool, 3, fence);  // three small pages pooled, still mapped where they were
   CHECK(pool.stale_bytes() == 3 * page);
   CHECK(fence->mapped_when_passed.empty());
   {
@@ -268,13 +278,7 @@ TEST_CASE("a span releases idle pooled pages of the other size only where their 
   PagePool pool(host, pool_options());  // large pages of 4 small ones
   auto const fence = std::make_shared<RecordingFence>(host);
   fence->work_done = false;
-  std::size_t first = 0;
-  {
-    auto span = pool.take_slots(2);
-    span->create();
-    first = span->map();
-  }
-  pool.retire(first, 2, fence);  // two small pages pooled behind work still running
+  retire_new_pages(pool, 2, fence);  // two small pages pooled behind work still running
   REQUIRE(pool.pooled_pages(PagePool::Size::small) == 2);
   {
     auto span = pool.take_slots(4);  // one large page: the small ones are idle memory of the other size
@@ -297,13 +301,7 @@ TEST_CASE("a span on a full device releases idle pooled pages of the other size 
   PagePool pool(host, pool_options());
   auto const fence = std::make_shared<RecordingFence>(host);
   fence->work_done = false;
-  std::size_t first = 0;
-  {
-    auto span = pool.take_slots(2);
-    span->create();
-    first = span->map();
-  }
-  pool.retire(first, 2, fence);
+  retire_new_pages(pool, 2, fence);
   auto span = pool.take_slots(4);
   span->release_idle_other_size(/*may_wait=*/true);  // the memory is needed: the fence is passed first
   CHECK(pool.pooled_pages(PagePool::Size::small) == 0);
