@@ -168,7 +168,7 @@ def allocator_calls(torch, mode: str) -> dict:
     s = cuvmm_torch.stats()
     seconds = {k: s[k] for k in ("create_seconds", "map_seconds", "access_seconds", "unmap_seconds",
                                  "release_seconds")}
-    return {"arena_conf": os.environ.get("CUVMM_ARENA_CONF", ""),
+    return {"arena_conf": os.environ.get("CUVMM_ARENA_CONF", ""), "at_physical_peak": s["at_physical_peak"],
             "driver_seconds": sum(seconds.values()), **seconds,
             **{k: s[k] for k in ("chunks_created", "chunks_released", "maps", "unmaps", "access_calls",
                                  "pages_moved", "reclaims", "host_waits", "host_wait_seconds")}}
@@ -267,6 +267,9 @@ def summarize(results: list[dict]) -> list[dict]:
                       "host_wait_seconds"):
             if field in runs[0]:
                 row[field] = statistics.median(r[field] for r in runs)
+        if "at_physical_peak" in runs[0]:  # where the Arena's bytes were at its peak, in the median run by time
+            by_time = sorted(runs, key=lambda r: r["seconds"])
+            row["at_physical_peak"] = by_time[(len(by_time) - 1) // 2]["at_physical_peak"]
         if "losses" in runs[0]:
             row["losses_identical_across_repeats"] = all(r["losses"] == runs[0]["losses"] for r in runs)
             row["final_loss"] = runs[0]["losses"][-1]

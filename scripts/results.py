@@ -696,6 +696,20 @@ def torch_decoder_text(f: Folder) -> str:
             f"varying shape, each allocator in a fresh process; the losses were {same} under every allocator:")
 
 
+def held_at_peak_text(f: Folder) -> str:
+    """Where cuvmm_torch's Arena held its bytes at its peak (ArenaStats::at_physical_peak), or "" for files that
+    do not record it."""
+    row = next((r for r in f.torch_allocators_decoder["summary"] if r["workload"] == "decoder" and r["mode"] == "cuvmm"
+                and "at_physical_peak" in r), None)
+    if row is None:
+        return ""
+    h = {k: v / GIB for k, v in row["at_physical_peak"].items()}
+    return (f"The Arena's bytes when it held the most (`ArenaStats::at_physical_peak`, the run of median time): "
+            f"{h['bytes_live']:.2f} GiB backing live tensors ({h['bytes_requested']:.2f} GiB asked for), "
+            f"{h['bytes_cached']:.2f} GiB cached, {h['bytes_lent']:.2f} GiB lent, {h['bytes_pinned']:.2f} GiB pinned "
+            f"in slabs and {h['bytes_pooled']:.2f} GiB pooled.")
+
+
 TORCH_GROWTH_NAMES = {"preallocated": "preallocated at the final size", "growable": "`cuvmm_torch.GrowableTensor`",
                       "cat": "`torch.cat` per append"}
 TORCH_GROWTH_HEADER = ["growth", "tensor", "median seconds", "time / preallocated", "peak memory / size"]
@@ -725,6 +739,8 @@ def torch_lines(f: Folder, heading: str) -> list[str]:
     if rows:
         out += ["", f"{heading} A decoder trained under PyTorch's allocators", "", torch_decoder_text(f), ""]
         out += table(TORCH_DECODER_HEADER, rows)
+        if held := held_at_peak_text(f):
+            out += ["", held]
     rows = torch_growth_rows(f)
     if rows:
         out += ["", f"{heading} A growing tensor in PyTorch", "", torch_growth_text(f), ""]

@@ -208,6 +208,17 @@ struct ArenaPhysical {
   std::size_t chunks_released = 0;  ///< ArenaStats::chunks_released
 };
 
+/// The physical bytes by what holds them at one moment (ArenaStats' bytes_live ... bytes_pooled,
+/// which add up to the bytes held then), with the bytes live as asked for.
+struct ArenaHeld {
+  std::size_t bytes_requested = 0;  ///< live allocations, in the bytes asked for
+  std::size_t bytes_live = 0;
+  std::size_t bytes_pinned = 0;
+  std::size_t bytes_lent = 0;
+  std::size_t bytes_cached = 0;
+  std::size_t bytes_pooled = 0;
+};
+
 struct ArenaStats {
   /// Live allocations, in the bytes asked for. The peak is exact when one stream allocates (or
   /// each stream reuses what it frees before another allocates); with several streams it may
@@ -283,6 +294,11 @@ struct ArenaStats {
   std::size_t bytes_cached = 0;
   /// Unmapped pages kept for reuse, given back on demand (trim(), or when the device is full).
   std::size_t bytes_pooled = 0;
+  /// Where the physical bytes were the first time bytes_physical reached its peak (their sum is
+  /// bytes_physical.peak): what the arena held beyond the bytes live at the moment that sets its
+  /// utilization, peak live / peak held. Blocks and runs that streams' fronts park count as live
+  /// here (stats() alone reads the fronts, under their locks).
+  ArenaHeld at_physical_peak;
   /// Of bytes_cached: idle whole chunks (ArenaOptions::whole_chunk_bytes), mapped where they were
   /// freed, given back on demand.
   std::size_t bytes_whole_idle = 0;

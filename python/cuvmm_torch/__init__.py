@@ -154,6 +154,8 @@ def stats(device=None) -> dict:
     cross_stream_reuses, host_waits, front_allocations, front_frees, reclaims, pages_moved, bytes_stale, streams (counts), the bytes held by
     kind: bytes_live, bytes_pinned, bytes_lent, bytes_cached, bytes_pooled (they add up to
     bytes_physical's current; bytes_whole_idle is the part of bytes_cached in idle whole chunks),
+    at_physical_peak (a dict of bytes_requested and those five kinds, the first time bytes_physical
+    reached its peak: what the arena held beyond the bytes live at that moment),
     whole_chunk_reuses, whole_chunks_created, whole_chunks_released (counts) and fragmentation (0
     to 1). All zero before the device's first allocation through cuvmm."""
     result = (_allocator if _enabled else _C).stats(_device_index(device))

@@ -360,6 +360,14 @@ struct Arena::State {
   [[noreturn]] void throw_no_addresses(std::size_t slots) const;
   [[noreturn]] void throw_out_of_memory(const PagePool::Span& span) const;
   void update_peaks() noexcept;  // bytes_mapped and bytes_physical from the pages held now
+  /// What fronts park, counted free by held_by_kind: slots of parked runs, bytes of parked blocks,
+  /// and the slabs whose every live block is parked.
+  struct Parked {
+    std::size_t slots = 0;
+    std::size_t block_bytes = 0;
+    std::size_t slabs = 0;
+  };
+  [[nodiscard]] ArenaHeld held_by_kind(const Parked& parked) const noexcept;  // bytes_requested left 0
 
   CountingBackend calls;  // forwards to the user's backend; counts the driver calls for stats()
   ArenaOptions options;
@@ -383,7 +391,7 @@ struct Arena::State {
   std::size_t allocated_total = 0;                   // allocations.total but the fronts' (StreamFront::served)
   std::size_t front_frees_retired = 0;               // ArenaStats::front_frees of fronts retired since
 
-  ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, cross_stream_reuses, host_wait*, reclaims, whole_chunk_*
+  ArenaStats counters;  // bytes_requested, allocations, bytes_reserved, at_physical_peak, cross_stream_reuses, host_wait*, reclaims, whole_chunk_*
   mutable std::mutex lock;
 };
 
@@ -1519,9 +1527,32 @@ void Arena::State::throw_out_of_memory(const PagePool::Span& span) const {
 }
 
 void Arena::State::update_peaks() noexcept {
+  std::size_t const physical = pool.physical_bytes();
+  if (physical > counters.bytes_physical.peak) {  // a new peak: where its bytes are (ArenaStats::at_physical_peak)
+    counters.at_physical_peak = held_by_kind({});
+    counters.at_physical_peak.bytes_requested = requested.current.load(std::memory_order_relaxed);
+  }
   set_current(counters.bytes_mapped, pool.mapped_bytes());
-  set_current(counters.bytes_physical, pool.physical_bytes());
-  physical_now.store(pool.physical_bytes(), std::memory_order_relaxed);
+  set_current(counters.bytes_physical, physical);
+  physical_now.store(physical, std::memory_order_relaxed);
+}
+
+/// The books' physical bytes by kind (their sum is pool.physical_bytes()), what `parked` names counted
+/// free: live spans and blocks; free blocks of slabs with a live block; lent slots; cached pages,
+/// spans, empty slabs and idle whole chunks; pooled pages. O(streams + cached spans).
+ArenaHeld Arena::State::held_by_kind(const Parked& parked) const noexcept {
+  std::size_t const page = pool.page_bytes();
+  std::size_t const used_slabs = slabs.slabs_in_use() - parked.slabs;
+  std::size_t const live_blocks = slabs.live_block_bytes() - parked.block_bytes;
+  ArenaHeld h;
+  h.bytes_live = (live_span_slots - parked.slots) * page + live_blocks;
+  h.bytes_pinned = used_slabs * page - live_blocks;
+  h.bytes_lent = caches.lent_slots() * page;
+  h.bytes_cached = (caches.cached_pages() + caches.cached_span_slots() + parked.slots + slabs.slab_count() - used_slabs +
+                    whole.idle_slots()) *
+                   page;
+  h.bytes_pooled = pool.pooled_bytes();
+  return h;
 }
 
 // The public face ------------------------------------------------------------------------------
@@ -1753,6 +1784,7 @@ ArenaStats Arena::stats() const {
   });
   std::size_t parked_slabs = 0;  // slabs whose every live block is parked
   for (auto const& [slot, blocks] : parked_blocks) parked_slabs += blocks == st.slabs.in_use(slot) ? 1 : 0;
+  ArenaHeld const held_now = st.held_by_kind({parked_slots, parked_block_bytes, parked_slabs});
   s.front_allocations = allocated_total - st.allocated_total;
   s.bytes_requested = st.requested.load(requested_total, owed_bytes);
   s.allocations = st.allocated.load(allocated_total, owed_allocations);
@@ -1770,18 +1802,12 @@ ArenaStats Arena::stats() const {
   s.pages_moved = st.pool.pages_moved();
   s.bytes_stale = st.pool.stale_bytes();
   s.streams = st.caches.size();
-  std::size_t const page = st.pool.page_bytes();
-  std::size_t const slab_pages = st.slabs.slab_count();
-  std::size_t const used_slabs = st.slabs.slabs_in_use() - parked_slabs;
-  std::size_t const live_blocks = st.slabs.live_block_bytes() - parked_block_bytes;
-  s.bytes_live = (st.live_span_slots - parked_slots) * page + live_blocks;
-  s.bytes_pinned = used_slabs * page - live_blocks;
-  s.bytes_lent = st.caches.lent_slots() * page;
-  s.bytes_cached =
-      (st.caches.cached_pages() + st.caches.cached_span_slots() + parked_slots + slab_pages - used_slabs) * page;
-  s.bytes_pooled = st.pool.pooled_bytes();
-  s.bytes_whole_idle = st.whole.idle_slots() * page;
-  s.bytes_cached += s.bytes_whole_idle;
+  s.bytes_live = held_now.bytes_live;
+  s.bytes_pinned = held_now.bytes_pinned;
+  s.bytes_lent = held_now.bytes_lent;
+  s.bytes_cached = held_now.bytes_cached;
+  s.bytes_pooled = held_now.bytes_pooled;
+  s.bytes_whole_idle = st.whole.idle_slots() * st.pool.page_bytes();
   std::size_t const cached = st.caches.cached_pages() + parked_slots;
   std::size_t const largest = std::max(st.caches.largest_extent(), largest_parked);
   s.fragmentation = cached == 0 ? 0.0 : 1.0 - static_cast<double>(largest) / static_cast<double>(cached);

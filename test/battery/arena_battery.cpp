@@ -1120,6 +1120,44 @@ TEST_CASE("the bytes held split into live, pinned, lent, cached and pooled after
   CHECK(arena.stats().bytes_physical.current == 0);
 }
 
+TEST_CASE("the statistics keep where the bytes held were when they reached their peak", "[arena][battery][stats]") {
+  auto memory = make_battery_memory();
+  ArenaOptions options = memory->options();
+  options.max_idle_percent = 100;     // stream b creates its pages below rather than move a's cached ones
+  options.stream_cache_run_bytes = 0;  // a's freed run is cached, not parked in its front (counted live)
+  Arena arena(memory->backend(), options);
+  Stream const a = memory->new_stream();
+  Stream const b = memory->new_stream();
+  std::size_t const page = arena.page_bytes();
+  void* block = arena.allocate(1000, a);  // one slab page: its block live, the rest pinned
+  std::size_t const block_bytes = arena.stats().bytes_live;
+  REQUIRE(block_bytes >= 1000);
+  void* run = arena.allocate(2 * page, a);
+  ArenaHeld h = arena.stats().at_physical_peak;
+  CHECK(h.bytes_requested == 2 * page + 1000);
+  CHECK(h.bytes_live == 2 * page + block_bytes);
+  CHECK(h.bytes_pinned == page - block_bytes);
+  CHECK(h.bytes_lent + h.bytes_cached + h.bytes_pooled == 0);
+  arena.deallocate(run, 2 * page, a);  // cached on a: no new peak
+  CHECK(arena.stats().at_physical_peak.bytes_live == 2 * page + block_bytes);
+  void* wide = arena.allocate(4 * page, b);
+  ArenaStats s = arena.stats();
+  h = s.at_physical_peak;
+  CHECK(s.bytes_physical.peak == 7 * page);
+  CHECK(h.bytes_requested == 4 * page + 1000);
+  CHECK(h.bytes_live == 4 * page + block_bytes);
+  CHECK(h.bytes_pinned == page - block_bytes);
+  CHECK(h.bytes_cached == 2 * page);
+  CHECK(h.bytes_live + h.bytes_pinned + h.bytes_lent + h.bytes_cached + h.bytes_pooled == s.bytes_physical.peak);
+  arena.deallocate(wide, 4 * page, b);
+  arena.deallocate(block, 1000, a);
+  arena.trim();
+  s = arena.stats();
+  CHECK(s.bytes_physical.current == 0);
+  CHECK(s.at_physical_peak.bytes_cached == 2 * page);  // the peak's, not the end's
+  CHECK(s.at_physical_peak.bytes_live == 4 * page + block_bytes);
+}
+
 // --- whole chunks (ArenaOptions::whole_chunk_bytes) ----------------------------------------------
 
 namespace {

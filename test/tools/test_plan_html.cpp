@@ -373,14 +373,16 @@ TEST_CASE("arena_stats_fields lists every ArenaStats member once, with its value
   s.bytes_lent = 31;
   s.bytes_cached = 32;
   s.bytes_pooled = 33;
-  s.bytes_whole_idle = 34;
-  s.whole_chunk_reuses = 35;
-  s.whole_chunks_created = 36;
-  s.whole_chunks_released = 37;
+  s.at_physical_peak = {34, 35, 36, 37, 38, 39};
+  s.bytes_whole_idle = 40;
+  s.whole_chunk_reuses = 41;
+  s.whole_chunks_created = 42;
+  s.whole_chunks_released = 43;
   s.fragmentation = 0.5;
   auto const fields = arena_stats_fields(s);
-  // A member added to ArenaStats must be added to arena_stats_fields (report.cpp) and here.
-  CHECK(fields.size() == member_count<cuvmm::ArenaStats>());
+  // A member added to ArenaStats must be added to arena_stats_fields (report.cpp) and here;
+  // at_physical_peak is one field per ArenaHeld member.
+  CHECK(fields.size() == member_count<cuvmm::ArenaStats>() - 1 + member_count<cuvmm::ArenaHeld>());
   std::set<std::string> names;
   std::size_t next = 1;
   int seconds_seen = 0;  // the six times, 0.25 s apart in the struct's order
@@ -403,7 +405,7 @@ TEST_CASE("arena_stats_fields lists every ArenaStats member once, with its value
     }
   }
   CHECK(seconds_seen == 6);
-  CHECK(next == 38);  // every value 1..37 seen, in the struct's order
+  CHECK(next == 44);  // every value 1..43 seen, in the struct's order
   CHECK(fields.front().name == "bytes_requested");
   CHECK(fields.back().name == "fragmentation");
 }

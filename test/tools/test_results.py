@@ -92,6 +92,19 @@ class BenchmarksOnlyFolder(unittest.TestCase):
         for plan_section in ("## Growth", "## Allocation trace", "## Driver calls", "plan.json"):
             self.assertNotIn(plan_section, readme)
 
+    def test_the_arenas_bytes_at_its_peak_follow_the_decoder_table_where_recorded(self):
+        self.assertNotIn("at_physical_peak", results.folder_readme(self.folder))  # an older file: no sentence
+        data = json.loads((self.path / "torch_allocators_decoder.json").read_text())
+        data["summary"][1]["at_physical_peak"] = {"bytes_requested": 63 * GIB, "bytes_live": 64 * GIB,
+                                                  "bytes_pinned": GIB // 4, "bytes_lent": GIB // 2,
+                                                  "bytes_cached": 2 * GIB, "bytes_pooled": GIB // 4}
+        (self.path / "torch_allocators_decoder.json").write_text(json.dumps(data))
+        self.assertIn("| cuvmm_torch (the Arena) | 6.70 | 1.03 | 67.0 GiB | 0.950 | 76.0 GiB | 1500 ms: 100 pages created, "
+                      "20 moved |\n\nThe Arena's bytes when it held the most (`ArenaStats::at_physical_peak`, the run of "
+                      "median time): 64.00 GiB backing live tensors (63.00 GiB asked for), 2.00 GiB cached, 0.50 GiB "
+                      "lent, 0.25 GiB pinned in slabs and 0.25 GiB pooled.",
+                      results.folder_readme(results.Folder(self.path)))
+
     def test_the_arenas_driver_work_names_its_host_waits_where_they_were_recorded(self):
         run = {"driver_seconds": 0.3, "chunks_created": 40, "pages_moved": 8}
         self.assertEqual(results.driver_work(run), "300 ms: 40 pages created, 8 moved")

@@ -239,6 +239,9 @@ class StatsAndTrimTest(unittest.TestCase):
         trimmed = cuvmm_torch.stats(device)
         self.assertEqual(trimmed["bytes_physical"]["current"], 6 * MiB)
         self.assertEqual(trimmed["bytes_physical"]["peak"], 16 * MiB)
+        self.assertEqual(trimmed["at_physical_peak"],  # where the 16 MiB were at the peak: all live
+                         {"bytes_requested": 16 * MiB, "bytes_live": 16 * MiB, "bytes_pinned": 0, "bytes_lent": 0,
+                          "bytes_cached": 0, "bytes_pooled": 0})
         self.assertEqual(cuvmm_torch.trim(device), 0)
         _C._free(a, 6 * MiB, device)
         self.assertEqual(cuvmm_torch.trim(device), 6 * MiB)
@@ -252,7 +255,7 @@ class StatsAndTrimTest(unittest.TestCase):
                           "create_seconds", "release_seconds", "map_seconds", "unmap_seconds", "access_seconds",
                           "cross_stream_reuses", "host_waits", "host_wait_seconds", "front_allocations", "front_frees", "reclaims", "pages_moved", "bytes_stale", "streams",
                           "bytes_live", "bytes_pinned", "bytes_lent", "bytes_cached", "bytes_pooled",
-                          "bytes_whole_idle", "whole_chunk_reuses", "whole_chunks_created", "whole_chunks_released",
+                          "at_physical_peak", "bytes_whole_idle", "whole_chunk_reuses", "whole_chunks_created", "whole_chunks_released",
                           "fragmentation"})
         self.assertEqual(set(cuvmm_torch.stats(device)), set(cuvmm_torch.stats(62)))
 

@@ -251,6 +251,12 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
                 static_cast<double>(r.stats.bytes_live) / MiB, static_cast<double>(r.stats.bytes_pinned) / MiB,
                 static_cast<double>(r.stats.bytes_lent) / MiB, static_cast<double>(r.stats.bytes_cached) / MiB,
                 static_cast<double>(r.stats.bytes_pooled) / MiB, static_cast<double>(r.stats.bytes_stale) / MiB);
+    ArenaHeld const& peak = r.stats.at_physical_peak;
+    std::printf("           at the peak held (MiB): live %.0f (requested %.0f), pinned %.0f, lent %.0f, cached %.0f, "
+                "pooled %.0f\n",
+                static_cast<double>(peak.bytes_live) / MiB, static_cast<double>(peak.bytes_requested) / MiB,
+                static_cast<double>(peak.bytes_pinned) / MiB, static_cast<double>(peak.bytes_lent) / MiB,
+                static_cast<double>(peak.bytes_cached) / MiB, static_cast<double>(peak.bytes_pooled) / MiB);
     std::printf("           chunks created by size:");
     for (auto const& [bytes, count] : r.created_by_size) std::printf(" %zu of %zu MiB", count, bytes / MiB);
     std::printf("\n");
