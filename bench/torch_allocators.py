@@ -15,8 +15,8 @@ Every measurement runs in a fresh process (an allocator is chosen once per proce
 default, expandable segments, cuvmm (the Arena's defaults, or the options CUVMM_ARENA_CONF gives),
 repeated; the summary gives medians of the repeats and each allocator's ratios to PyTorch's default.
 `--modes` picks others: a subset, or cuvmm_whole_chunks (the Arena with
-CUVMM_ARENA_CONF=whole_chunk_bytes:2MiB) or cuvmm_idle_unbounded (CUVMM_ARENA_CONF=max_idle_percent:100)
-too.
+CUVMM_ARENA_CONF=whole_chunk_bytes:2MiB), cuvmm_idle_unbounded (CUVMM_ARENA_CONF=max_idle_percent:100)
+or cuvmm_idle_5 (CUVMM_ARENA_CONF=max_idle_percent:5) too.
 
 Workloads:
 - random: a seeded trace of mixed-size tensors (log-uniform sizes from 1 B to 1 GiB, each freed after a
@@ -53,6 +53,8 @@ MODES = {
     "cuvmm_whole_chunks": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "whole_chunk_bytes:2MiB"},
     # The Arena keeping every idle page mapped until a request needs it (ArenaOptions::max_idle_percent).
     "cuvmm_idle_unbounded": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "max_idle_percent:100"},
+    # The Arena keeping little idle memory: the frugal end of the frontier (docs/DESIGN.md).
+    "cuvmm_idle_5": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "max_idle_percent:5"},
 }
 
 
