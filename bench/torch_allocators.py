@@ -30,7 +30,10 @@ Workloads:
   on batches of varying shape (those whose attention would not fit the device left out: the steps
   count in the results says how many ran). It reports the time of the steps after a warm-up, the peak reserved
   memory, the largest tensor that fits after training, and the losses (which must be the same under
-  every allocator).
+  every allocator). `--trace-out FILE` also writes its allocations and frees (recorded with
+  torch.cuda.memory._record_memory_history) as cuvmm's trace CSV, to replay the real model on the
+  host: `CUVMM_PROFILE_TRACES=FILE unit_arena_trace "[.profile_csv]"` (e.g. after
+  `decoder --modes default --repeats 1 --trace-out FILE`).
 
 Reserved memory is torch.cuda.max_memory_reserved(), which cuvmm_torch reports from its Arena as
 PyTorch's allocator does. cuvmm_torch must be importable (installed, or on PYTHONPATH).
@@ -106,25 +109,50 @@ def random_trace(seed: int, ops: int, live_target: int):
     return sizes, frees
 
 
+def write_trace(path: str, ops: list[tuple[str, int, int]]) -> None:
+    """Writes ("a" or "f", id, bytes) operations as cuvmm's trace CSV (op,id,bytes), which cuvmm-plan
+    --trace and unit_arena_trace "[.profile_csv]" replay."""
+    with open(path, "w") as f:
+        f.write("op,id,bytes\n")
+        for op, block, size in ops:
+            f.write(f"{op},{block},{size}\n")
+
+
 def write_traces(out: str, seeds: list[int], ops: int, free_bytes: int) -> list[str]:
-    """The random workload's traces as cuvmm's trace CSV (op,id,bytes), one file per seed."""
+    """The random workload's traces as cuvmm's trace CSV, one file per seed."""
     os.makedirs(out, exist_ok=True)
     paths = []
     for seed in seeds:
         sizes, frees = random_trace(seed, ops, live_target=int(free_bytes * 0.3))
-        path = os.path.join(out, f"random_{seed}.csv")
-        live = set()
-        with open(path, "w") as f:
-            f.write("op,id,bytes\n")
-            for i, size in enumerate(sizes):
-                f.write(f"a,{i},{size}\n")
-                live.add(i)
-                for j in frees[i]:
-                    if j in live:
-                        f.write(f"f,{j},{sizes[j]}\n")
-                        live.discard(j)
-        paths.append(path)
+        trace, live = [], set()
+        for i, size in enumerate(sizes):
+            trace.append(("a", i, size))
+            live.add(i)
+            for j in frees[i]:
+                if j in live:
+                    trace.append(("f", j, sizes[j]))
+                    live.discard(j)
+        paths.append(os.path.join(out, f"random_{seed}.csv"))
+        write_trace(paths[-1], trace)
     return paths
+
+
+def snapshot_trace(snapshot: dict, device: int) -> list[tuple[str, int, int]]:
+    """The allocations and frees that torch.cuda.memory._snapshot() recorded for `device` (after
+    torch.cuda.memory._record_memory_history) as trace operations, in the allocator's order: an
+    allocation when it is made, a free when it completes (a block recorded on other streams is
+    freed once their work is done). Frees of blocks allocated before the recording began are left
+    out; a block still live at the end stays live."""
+    ops, live, allocations = [], {}, 0
+    for event in snapshot["device_traces"][device]:
+        if event["action"] == "alloc":
+            live[event["addr"]] = (allocations, event["size"])
+            ops.append(("a", allocations, event["size"]))
+            allocations += 1
+        elif event["action"] == "free_completed" and event["addr"] in live:
+            block, size = live.pop(event["addr"])
+            ops.append(("f", block, size))
+    return ops
 
 
 def run_random(mode: str, seed: int, ops: int) -> dict:
@@ -179,9 +207,12 @@ def allocator_calls(torch, mode: str) -> dict:
                                  "pages_moved", "reclaims", "host_waits", "host_wait_seconds")}}
 
 
-def run_decoder(mode: str, steps: int) -> dict:
+def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
     torch = setup(mode)
     import random
+
+    if trace_out:  # every allocation from the model's parameters on (recording slows the steps)
+        torch.cuda.memory._record_memory_history(max_entries=10_000_000)
 
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -224,6 +255,9 @@ def run_decoder(mode: str, steps: int) -> dict:
     peak_reserved = torch.cuda.max_memory_reserved()
     peak_live = torch.cuda.max_memory_allocated()
     calls = allocator_calls(torch, mode)  # before the probe below, whose allocations are not training's
+    if trace_out:
+        write_trace(trace_out, snapshot_trace(torch.cuda.memory._snapshot(), torch.cuda.current_device()))
+        torch.cuda.memory._record_memory_history(enabled=None)
     free_now, _ = torch.cuda.mem_get_info()
     largest = largest_that_fits(torch, free_now + torch.cuda.memory_reserved())
     return {"workload": "decoder", "mode": mode, "seconds": seconds, "steps": len(shapes) - warmup,
@@ -233,7 +267,7 @@ def run_decoder(mode: str, steps: int) -> dict:
 
 def child(args) -> int:
     if args.workload == "decoder":
-        result = run_decoder(args.mode, args.steps)
+        result = run_decoder(args.mode, args.steps, args.trace_out)
     else:
         result = run_random(args.mode, int(args.workload.split(":")[1]), args.ops)
     print("RESULT " + json.dumps(result), flush=True)
@@ -242,8 +276,9 @@ def child(args) -> int:
 
 def child_command(workload: str, mode: str, args) -> list[str]:
     """The command line of the fresh process that measures `workload` under `mode`."""
+    trace = ["--trace-out", args.trace_out] if args.trace_out and workload == "decoder" else []
     return [sys.executable, __file__, workload, "--child", "--mode", mode, "--ops", str(args.ops),
-            "--steps", str(args.steps)]
+            "--steps", str(args.steps), *trace]
 
 
 def one(workload: str, mode: str, args) -> dict | None:
@@ -298,6 +333,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--modes", default="default,expandable,cuvmm",
                         help=f"comma-separated, of {','.join(MODES)} (default: the first three)")
     parser.add_argument("--json", help="write every result and the summary to this file")
+    parser.add_argument("--trace-out", help="decoder: write its allocations and frees as cuvmm's trace CSV to this "
+                        "file (each run overwrites it; its time then includes the recording)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     return parser

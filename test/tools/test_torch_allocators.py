@@ -1,0 +1,67 @@
+"""bench/torch_allocators.py's trace files, which need no GPU and no torch: the random traces and the
+conversion of a recorded PyTorch memory snapshot into cuvmm's trace CSV."""
+import importlib.util
+import pathlib
+import tempfile
+import unittest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("torch_allocators", ROOT / "bench" / "torch_allocators.py")
+ta = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ta)
+
+
+def event(action, addr, size):
+    return {"action": action, "addr": addr, "size": size, "stream": 0}
+
+
+class SnapshotTrace(unittest.TestCase):
+    def test_allocations_and_completed_frees_become_trace_operations_in_order(self):
+        snapshot = {"device_traces": [[], [
+            event("segment_alloc", 0x1000, 2 << 20),
+            event("alloc", 0x1000, 1024),
+            event("alloc", 0x1400, 2048),
+            event("free_requested", 0x1000, 1024),  # waits for a stream: freed at free_completed
+            event("free_completed", 0x1000, 1024),
+            event("free_completed", 0x9000, 512),   # allocated before the recording began
+            event("alloc", 0x1000, 4096),            # the same address again: a new allocation
+            event("free_completed", 0x1400, 2048),
+        ]]}
+        self.assertEqual(ta.snapshot_trace(snapshot, 1),
+                         [("a", 0, 1024), ("a", 1, 2048), ("f", 0, 1024), ("a", 2, 4096), ("f", 1, 2048)])
+        self.assertEqual(ta.snapshot_trace(snapshot, 0), [])
+
+    def test_the_csv_has_cuvmms_header_and_one_line_per_operation(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = pathlib.Path(tmp) / "decoder.csv"
+            ta.write_trace(str(path), [("a", 0, 1024), ("a", 1, 2048), ("f", 0, 1024)])
+            self.assertEqual(path.read_text(), "op,id,bytes\na,0,1024\na,1,2048\nf,0,1024\n")
+
+    def test_the_decoders_child_gets_the_trace_file_and_a_random_workloads_does_not(self):
+        parent = ta.make_parser().parse_args(["decoder", "--trace-out", "/tmp/d.csv"])
+        decoder = ta.make_parser().parse_args(ta.child_command("decoder", "default", parent)[2:])
+        random = ta.make_parser().parse_args(ta.child_command("random:1", "default", parent)[2:])
+        self.assertEqual((decoder.child, decoder.trace_out, random.trace_out), (True, "/tmp/d.csv", None))
+
+
+class RandomTraces(unittest.TestCase):
+    def test_every_allocation_is_freed_at_most_once_and_after_it_was_made(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path, = ta.write_traces(tmp, [2], 2000, 1 << 30)
+            lines = pathlib.Path(path).read_text().splitlines()
+        self.assertEqual(lines[0], "op,id,bytes")
+        live, frees = {}, 0
+        for line in lines[1:]:
+            op, block, size = line.split(",")
+            if op == "a":
+                self.assertNotIn(block, live)
+                live[block] = size
+            else:
+                self.assertEqual(live.pop(block), size)
+                frees += 1
+        self.assertEqual(len(live) + frees, 2000)
+        self.assertGreater(frees, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
