@@ -15,7 +15,7 @@ Every measurement runs in a fresh process (an allocator is chosen once per proce
 default, expandable segments, cuvmm (the Arena's defaults, or the options CUVMM_ARENA_CONF gives),
 repeated; the summary gives medians of the repeats and each allocator's ratios to PyTorch's default.
 `--modes` picks others: a subset, or cuvmm_whole_chunks (the Arena with
-CUVMM_ARENA_CONF=whole_chunk_bytes:2MiB), cuvmm_idle_unbounded (CUVMM_ARENA_CONF=max_idle_percent:100)
+CUVMM_ARENA_CONF=whole_chunk_bytes:2MiB), cuvmm_idle_unbounded (CUVMM_ARENA_CONF=max_idle_percent:100),
 cuvmm_idle_5 (CUVMM_ARENA_CONF=max_idle_percent:5) or cuvmm_no_lending
 (CUVMM_ARENA_CONF=share_large_page_tails:false) too.
 
