@@ -21,12 +21,12 @@
 //     (GrowableOptions::reservation_pool); either way it is fixed for the storage's life and
 //     max_capacity() is its size. A default-sized range holds a share of the process's budget
 //     (DefaultReservationLimits) until it is freed. A default-constructed storage is unbound: no backend, no range.
-//  8. Mapping ahead (GrowableOptions::map_ahead): from the second growth step on, each step hands
-//     the next one, step_ahead_bytes(), to the process's mapping thread, which creates and maps it
-//     right behind capacity() off the caller's thread. The growth that needs it takes it (waiting
-//     at most for the thread's current driver call, then finishing it itself); capacity(), data()
-//     and the strong guarantee are as without it, and a preparation that failed is redone by that
-//     growth. Shrinking, grant_access(), moves and destruction give the prepared step back.
+//  8. Mapping ahead (GrowableOptions::map_ahead): from the second growth step on, while less than
+//     the hide size is mapped, each step hands the next one, step_ahead_bytes(), to the process's
+//     mapping thread, which creates and maps it right behind capacity() off the caller's thread.
+//     The growth that needs it takes it (waiting at most for the thread's current driver call,
+//     then finishing it itself); capacity(), data() and the strong guarantee are as without it, and
+//     a preparation that failed is redone by that growth. Shrinking, grant_access(), moves and destruction give the prepared step back.
 //  9. Observers (growth_observer.hpp) attached with add_observer() are told of each chunk after it
 //     is mapped and before the growth returns, and before it is unmapped; one that throws undoes
 //     the growth (invariant 2). A step prepared ahead is reported when a growth takes it into
@@ -116,7 +116,8 @@ struct GrowableOptions {
   std::size_t hide_bytes = 0;
   /// Whether the next growth step is prepared ahead, off the caller's thread, so that its driver
   /// calls overlap the GPU's work (DESIGN.md invariant 6): at most one step, from the second growth
-  /// step on; its bytes are GrowableStats::bytes_prepared until a growth takes them.
+  /// step on while less than the hide size is mapped (step_ahead_bytes); its bytes are
+  /// GrowableStats::bytes_prepared until a growth takes them.
   MapAhead map_ahead = MapAhead::automatic;
   /// Where the address range comes from. Null (the default): the buffer reserves its own range,
   /// sized by max_capacity_bytes (0: as large as its devices' memory, ~141 GB on an H200, within the

@@ -37,11 +37,18 @@
 //    big step (a 64 MiB append to a small buffer, a reserve) is one exact chunk.
 //  - Bound (checked by the unit tests over a sweep of sizes): after growing to `size`, the slack
 //    (mapped - size) is at most max(size / 16, min(size, hide size)) plus one granule.
-//  - Mapping ahead (fast policy only, GrowableOptions::map_ahead): a buffer may hold one more step,
-//    step_ahead_bytes(), prepared off the caller's thread so that its driver calls overlap the GPU's
-//    work; the slack bound then grows by that one step. Growing by one step ahead rather than by
-//    a larger first chunk keeps a buffer resized once at its size: preparation starts from the
-//    second growth step.
+//  - Mapping ahead (fast policy only, GrowableOptions::map_ahead): below the hide size a buffer
+//    may hold one more step, step_ahead_bytes(), prepared off the caller's thread so that its driver
+//    calls overlap the GPU's work; the slack bound then grows by that one step, less than the hide
+//    size. From the hide size on, each step's chunk takes the GPU at least two steps' time to fill,
+//    so the step is hidden behind the fills already queued; a step prepared ahead there only holds
+//    one more (large) chunk and competes with the caller's own steps for the driver, which makes
+//    these calls one at a time in a process (bench/bench_driver_calls.cu, driver_threads). Measured
+//    with steps ahead at every size (bench_growth, H200, fresh processes, medians of 3, over
+//    preallocated): 4 GiB in 64 MiB appends 1.83 against 1.55 without, 64 GiB 1.08 against 1.04,
+//    120 GiB 1.03 against 1.02; below the hide size it gains (1 GiB in 1 MiB: 1.13 against 1.28).
+//    Growing by one step ahead rather than by a larger first chunk keeps a buffer resized once at
+//    its size: preparation starts from the second growth step.
 //  - The `compact` policy takes 1/16 of the size at every size (slack <= 1/16 or one granule) and
 //    never maps ahead, for programs that prefer memory over time.
 //  - Rounding units down to powers of two averages ~1/22 of the size: more steps for the same
@@ -95,6 +102,16 @@ struct GrowthShape {
   GrowthPolicy policy = GrowthPolicy::fast;
 };
 
+/// The fast policy's hide size as next_chunk_bytes uses it: GrowthShape::hide_bytes in whole
+/// granules, within [one granule, the cap]. 0 without a granularity.
+constexpr std::size_t hide_size_bytes(const GrowthShape& shape) noexcept {
+  std::size_t const g = shape.granularity;
+  if (g == 0) return 0;
+  std::size_t const cap = chunk_cap_bytes(g, shape.max_chunk_bytes);
+  std::size_t const hide = shape.hide_bytes / g * g;
+  return hide < g ? g : (hide > cap ? cap : hide);
+}
+
 /// The size of the next chunk to map for a buffer that has `mapped_bytes` mapped and needs
 /// `target_bytes` (> mapped_bytes), by the policy above. 0 when nothing is missing (or no
 /// granularity). A multiple of the granularity, at most the cap. The one function that decides
@@ -109,8 +126,7 @@ constexpr std::size_t next_chunk_bytes(std::size_t mapped_bytes, std::size_t tar
   std::size_t const missing_granules = (missing + g - 1) / g * g;
   std::size_t unit = growth_unit_bytes(target_bytes, g, shape.max_chunk_bytes);
   if (shape.policy == GrowthPolicy::fast) {
-    std::size_t hide = shape.hide_bytes / g * g;
-    hide = hide < g ? g : (hide > cap ? cap : hide);
+    std::size_t const hide = hide_size_bytes(shape);
     if (mapped_bytes < hide) {
       // Geometric: at least double what is mapped (std::vector's rule), one granule at first.
       std::size_t chunk = missing_granules > mapped_bytes ? missing_granules : mapped_bytes / g * g;
@@ -131,10 +147,11 @@ constexpr std::size_t next_chunk_bytes(std::size_t mapped_bytes, std::size_t tar
 }
 
 /// The step a buffer that has `mapped_bytes` mapped may prepare ahead of need: the chunk the next
-/// growth past what is mapped would map (next_chunk_bytes for one more byte). 0 under the compact
-/// policy, which never maps ahead. The caller limits it to the room left in the address range.
+/// growth past what is mapped would map (next_chunk_bytes for one more byte), while less than the
+/// hide size is mapped; 0 from the hide size on, where steps are hidden without it, and under the
+/// compact policy, which never maps ahead. The caller limits it to the room left in the address range.
 constexpr std::size_t step_ahead_bytes(std::size_t mapped_bytes, const GrowthShape& shape) noexcept {
-  if (shape.policy != GrowthPolicy::fast) return 0;
+  if (shape.policy != GrowthPolicy::fast || mapped_bytes >= hide_size_bytes(shape)) return 0;
   return next_chunk_bytes(mapped_bytes, mapped_bytes + 1, shape);
 }
 

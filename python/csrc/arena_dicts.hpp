@@ -20,6 +20,18 @@ inline pybind11::dict arena_counter_dict(const cuvmm::ArenaCounter& c) {
   return d;
 }
 
+/// Where the physical bytes were (ArenaStats::at_physical_peak), by kind.
+inline pybind11::dict arena_held_dict(const cuvmm::ArenaHeld& h) {
+  pybind11::dict d;
+  d["bytes_requested"] = h.bytes_requested;
+  d["bytes_live"] = h.bytes_live;
+  d["bytes_pinned"] = h.bytes_pinned;
+  d["bytes_lent"] = h.bytes_lent;
+  d["bytes_cached"] = h.bytes_cached;
+  d["bytes_pooled"] = h.bytes_pooled;
+  return d;
+}
+
 /// Every ArenaStats field; counters as {"current", "peak", "total"}.
 inline pybind11::dict arena_stats_dict(const cuvmm::ArenaStats& s) {
   pybind11::dict d;
@@ -52,14 +64,7 @@ inline pybind11::dict arena_stats_dict(const cuvmm::ArenaStats& s) {
   d["bytes_lent"] = s.bytes_lent;
   d["bytes_cached"] = s.bytes_cached;
   d["bytes_pooled"] = s.bytes_pooled;
-  pybind11::dict at_peak;
-  at_peak["bytes_requested"] = s.at_physical_peak.bytes_requested;
-  at_peak["bytes_live"] = s.at_physical_peak.bytes_live;
-  at_peak["bytes_pinned"] = s.at_physical_peak.bytes_pinned;
-  at_peak["bytes_lent"] = s.at_physical_peak.bytes_lent;
-  at_peak["bytes_cached"] = s.at_physical_peak.bytes_cached;
-  at_peak["bytes_pooled"] = s.at_physical_peak.bytes_pooled;
-  d["at_physical_peak"] = at_peak;
+  d["at_physical_peak"] = arena_held_dict(s.at_physical_peak);
   d["bytes_whole_idle"] = s.bytes_whole_idle;
   d["whole_chunk_reuses"] = s.whole_chunk_reuses;
   d["whole_chunks_created"] = s.whole_chunks_created;

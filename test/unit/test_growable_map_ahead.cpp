@@ -120,18 +120,23 @@ std::thread opener(GateBackend& gate, std::atomic<bool>& opened) {
 
 }  // namespace
 
-TEST_CASE("the step ahead is the chunk the next growth would map, and the compact policy has none",
+TEST_CASE("the step ahead is the chunk the next growth would map below the hide size, and none from it on or under the compact policy",
           "[growable][map-ahead][policy]") {
   constexpr std::size_t g = 2 * MiB;
   GrowthShape const fast{g, 2 * GiB, 256 * MiB, GrowthPolicy::fast};
   CHECK(step_ahead_bytes(0, fast) == g);
-  CHECK(step_ahead_bytes(64 * MiB, fast) == 64 * MiB);     // doubling below the hide size
-  CHECK(step_ahead_bytes(1 * GiB, fast) == 256 * MiB);     // the hide size
-  CHECK(step_ahead_bytes(8 * GiB, fast) == 512 * MiB);     // 1/16 of the size
-  CHECK(step_ahead_bytes(40 * GiB, fast) == 2 * GiB);      // the cap
-  for (std::size_t mapped : {g, 64 * MiB, 1 * GiB, 8 * GiB}) {
+  CHECK(step_ahead_bytes(64 * MiB, fast) == 64 * MiB);    // doubling below the hide size
+  CHECK(step_ahead_bytes(254 * MiB, fast) == 254 * MiB);  // the last size below it
+  CHECK(step_ahead_bytes(256 * MiB, fast) == 0);          // from the hide size on, steps are hidden without it
+  CHECK(step_ahead_bytes(8 * GiB, fast) == 0);
+  for (std::size_t mapped : {g, 64 * MiB, 254 * MiB}) {
     CHECK(step_ahead_bytes(mapped, fast) == next_chunk_bytes(mapped, mapped + 1, fast));
   }
+  // The hide size as next_chunk_bytes takes it: whole granules, within [one granule, the cap].
+  CHECK(hide_size_bytes(GrowthShape{g, 2 * GiB, 3 * MiB, GrowthPolicy::fast}) == g);
+  CHECK(hide_size_bytes(GrowthShape{g, 2 * GiB, 0, GrowthPolicy::fast}) == g);
+  CHECK(hide_size_bytes(GrowthShape{g, 2 * GiB, 8 * GiB, GrowthPolicy::fast}) == 2 * GiB);
+  CHECK(step_ahead_bytes(g, GrowthShape{g, 2 * GiB, 0, GrowthPolicy::fast}) == 0);
   CHECK(step_ahead_bytes(64 * MiB, GrowthShape{g, 2 * GiB, 256 * MiB, GrowthPolicy::compact}) == 0);
 }
 
@@ -198,9 +203,10 @@ TEST_CASE("from the second growth on, the next step is prepared ahead and the gr
     CHECK(s.chunk_count == 5);
     CHECK(s.growth_steps == 4);
     CHECK(s.prepared_used == 2);
-    CHECK(s.bytes_prepared == 16 * granule);  // one hide-size chunk ahead
-    CHECK(backend.live_counts().bytes_mapped == 36 * granule);
-    CHECK(accounted(s, true));
+    CHECK(s.prepared_steps == 2);  // and none ahead: past the hide size (16 granules) steps are hidden without it
+    CHECK(s.bytes_prepared == 0);
+    CHECK(backend.live_counts().bytes_mapped == 20 * granule);
+    CHECK(accounted(s, false));
   }
   CHECK(backend.live_counts() == LiveCounts{});
 }
@@ -228,13 +234,15 @@ TEST_CASE("with mapping ahead, push_back keeps every element and the slack withi
   CHECK(contents(buffer) == values);
   GrowableStats const s = buffer.stats();
   // 64 KiB, 128, 256, 512 KiB, 1 MiB by doubling, then seven 1 MiB chunks, as without mapping
-  // ahead: every step after the second was prepared ahead and used.
+  // ahead: the steps after the second up to the hide size (1 MiB) were prepared ahead and used,
+  // none after it.
   CHECK(s.growth_steps == 12);
   CHECK(s.chunk_count == 12);
-  CHECK(s.prepared_used == 10);
-  CHECK(s.prepared_steps == 11);
+  CHECK(s.prepared_used == 3);
+  CHECK(s.prepared_steps == 3);
   CHECK(s.prepared_failed == 0);
-  CHECK(accounted(s, true));
+  CHECK(s.bytes_prepared == 0);
+  CHECK(accounted(s, false));
 }
 
 TEST_CASE("a preparation that fails at any call leaves nothing, and the growth that needs the step makes it",

@@ -260,7 +260,9 @@ TEST_CASE("a backend failure at any call of a growth tells observers of nothing 
     FaultInjectingBackend faulty(real);
     auto recorder = std::make_shared<Recorder>();
     {
-      HostGrowableBuffer<std::uint64_t> buffer(faulty, options(2 * granule, map_ahead));
+      // Off: chunks of two granules, so a growth maps several. On: chunks up to 16 granules, the
+      // hide size, below which steps are prepared ahead (two of them here, at 2 and 8 granules).
+      HostGrowableBuffer<std::uint64_t> buffer(faulty, options((map_ahead == MapAhead::on ? 16 : 2) * granule, map_ahead));
       buffer.add_observer(recorder);
       std::vector<std::uint64_t> const words = random_words(24 * granule / 8, 5);
       std::size_t appended = 0;
@@ -277,6 +279,7 @@ TEST_CASE("a backend failure at any call of a growth tells observers of nothing 
       }
       buffer.storage().settle_step_ahead();
       fired = faulty.fired();
+      if (!fired) CHECK(buffer.stats().prepared_used == (map_ahead == MapAhead::on ? 2U : 0U));  // the run without a failure
       faulty.disarm();
       CHECK(contents(buffer) == std::vector<std::uint64_t>(words.begin(), words.begin() + appended));
       buffer.resize(granule / 8);
