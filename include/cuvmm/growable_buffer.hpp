@@ -18,8 +18,9 @@
 // Mapping ahead: from its second growth step on and while it is smaller than the hide size, a
 // device buffer under the fast policy has its next step made by a process-wide mapping thread while
 // the GPU works (GrowableOptions::map_ahead), so that the driver calls of a step overlap the work on
-// the previous one (larger steps are hidden behind the GPU's fills without it). Nothing observable changes
-// but the memory held: stats().bytes_prepared, at most one step, given back by shrink_to_fit().
+// the previous one (larger steps are hidden behind the GPU's fills without it). Nothing observable
+// changes but the memory held: stats().bytes_prepared, at most one step, given back by
+// shrink_to_fit().
 //
 // Copying needs a stream, so there is no implicit copy: use the (other, stream) constructor.
 // Moves are noexcept and leave the source empty, with no address range.

@@ -26,7 +26,8 @@
 //     mapping thread, which creates and maps it right behind capacity() off the caller's thread.
 //     The growth that needs it takes it (waiting at most for the thread's current driver call,
 //     then finishing it itself); capacity(), data() and the strong guarantee are as without it, and
-//     a preparation that failed is redone by that growth. Shrinking, grant_access(), moves and destruction give the prepared step back.
+//     a preparation that failed is redone by that growth. Shrinking, grant_access(), moves and
+//     destruction give the prepared step back.
 //  9. Observers (growth_observer.hpp) attached with add_observer() are told of each chunk after it
 //     is mapped and before the growth returns, and before it is unmapped; one that throws undoes
 //     the growth (invariant 2). A step prepared ahead is reported when a growth takes it into
