@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,6 +147,55 @@ TEST_CASE("the untimed pass samples memory in use after every append, minus the 
   RecordingFills blind;  // cannot tell memory in use
   CHECK(measure_peak_in_use(policy, 8 * MiB, 1 * MiB, blind) == 0);
   CHECK(backend.live_counts() == LiveCounts{});
+}
+
+/// Fills that stay queued until finish(), as cudaMemsetAsync's do on a device.
+class QueuedFills final : public MemoryOps {
+ public:
+  void fill(void* data, std::size_t bytes) override {
+    std::memset(data, 0x5a, bytes);
+    queued = true;
+  }
+  void finish() override { queued = false; }
+  std::optional<std::size_t> memory_in_use() override { return 0; }
+  bool queued = false;
+};
+
+/// A growable strategy that records whether fills were still queued when it was freed.
+class FreedWhileQueued final : public GrowthStrategy {
+ public:
+  FreedWhileQueued(std::unique_ptr<GrowthStrategy> inner, const QueuedFills& ops, int& freed_with_fills_queued)
+      : inner_(std::move(inner)), ops_(ops), freed_with_fills_queued_(freed_with_fills_queued) {}
+  ~FreedWhileQueued() override { freed_with_fills_queued_ += ops_.queued ? 1 : 0; }
+  void* append(std::size_t bytes) override { return inner_->append(bytes); }
+  [[nodiscard]] std::size_t peak_bytes() const override { return inner_->peak_bytes(); }
+  [[nodiscard]] std::size_t chunks() const override { return inner_->chunks(); }
+
+ private:
+  std::unique_ptr<GrowthStrategy> inner_;
+  const QueuedFills& ops_;
+  int& freed_with_fills_queued_;
+};
+
+TEST_CASE("the untimed pass frees a buffer that ran out of memory only after its fills finish", "[plan][measure]") {
+  // On a device, freeing first unmaps memory that queued fills still write: an illegal address.
+  HostBackend backend(HostBackend::Options{2 * MiB, 64 * MiB});
+  PhysicalChunk const held_elsewhere(backend, 32 * MiB);  // 32 MiB free: the growth to 64 MiB stops
+  QueuedFills ops;
+  int freed_with_fills_queued = 0;
+  int made = 0;
+  auto const make = [&]() -> std::unique_ptr<GrowthStrategy> {
+    ++made;
+    return std::make_unique<FreedWhileQueued>(make_growable_strategy(backend), ops, freed_with_fills_queued);
+  };
+  CHECK(measure_peak_in_use(make, 64 * MiB, 4 * MiB, ops) == 0);
+  CHECK(made == 1);
+  CHECK(freed_with_fills_queued == 0);
+  CHECK_FALSE(ops.queued);
+  CHECK(measure_peak_in_use(make, 16 * MiB, 4 * MiB, ops) == 0);  // and one that completes
+  CHECK(made == 2);
+  CHECK(freed_with_fills_queued == 0);
+  CHECK(backend.live_counts().bytes_physical == 32 * MiB);
 }
 
 TEST_CASE("appends of 0 bytes are refused with cuvmm::Error", "[plan][measure]") {

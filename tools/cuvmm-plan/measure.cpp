@@ -178,8 +178,11 @@ std::size_t measure_peak_in_use(const std::function<std::unique_ptr<GrowthStrate
   if (!baseline) return 0;
   std::size_t peak = *baseline;
   auto sample = [&] { peak = std::max(peak, ops.memory_in_use().value_or(0)); };
+  // Declared outside the try: a growth that runs out of memory must not free the buffer (unmap
+  // it, on a device) while its fills are still queued; it goes after the ops.finish() below.
+  std::unique_ptr<GrowthStrategy> strategy;
   try {
-    auto strategy = make();
+    strategy = make();
     strategy->set_copy_hook(sample);
     for (std::size_t reached = 0; reached < target_bytes;) {
       std::size_t const bytes = std::min(append_bytes, target_bytes - reached);
@@ -187,7 +190,6 @@ std::size_t measure_peak_in_use(const std::function<std::unique_ptr<GrowthStrate
       reached += bytes;
       sample();
     }
-    ops.finish();
   } catch (const CapacityExceeded&) {
   } catch (const std::bad_alloc&) {
   }
