@@ -16,8 +16,8 @@ default, expandable segments, cuvmm (the Arena's defaults, or the options CUVMM_
 repeated; the summary gives medians of the repeats and each allocator's ratios to PyTorch's default.
 `--modes` picks others: a subset, or cuvmm_whole_chunks (the Arena with
 CUVMM_ARENA_CONF=whole_chunk_bytes:2MiB), cuvmm_idle_unbounded (CUVMM_ARENA_CONF=max_idle_percent:100),
-cuvmm_idle_5 (CUVMM_ARENA_CONF=max_idle_percent:5) or cuvmm_no_lending
-(CUVMM_ARENA_CONF=share_large_page_tails:false) too.
+cuvmm_idle_5 (CUVMM_ARENA_CONF=max_idle_percent:5), cuvmm_no_lending
+(CUVMM_ARENA_CONF=share_large_page_tails:false) or cuvmm_frugal (both) too.
 
 Workloads:
 - random: a seeded trace of mixed-size tensors (log-uniform sizes from 1 B to 1 GiB, each freed after a
@@ -61,6 +61,8 @@ MODES = {
     "cuvmm_idle_5": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "max_idle_percent:5"},
     # The Arena lending no large page's tail (ArenaOptions::share_large_page_tails off): no lent bytes.
     "cuvmm_no_lending": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "share_large_page_tails:false"},
+    # Both: the least memory held that the options give, for more page moves.
+    "cuvmm_frugal": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "max_idle_percent:5,share_large_page_tails:false"},
 }
 
 

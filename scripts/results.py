@@ -636,7 +636,8 @@ TORCH_MODE_NAMES = {"default": "PyTorch's caching allocator", "expandable": "PyT
                     "cuvmm_whole_chunks": "cuvmm_torch, whole_chunk_bytes 2 MiB",
                     "cuvmm_idle_unbounded": "cuvmm_torch, max_idle_percent 100",
                     "cuvmm_idle_5": "cuvmm_torch, max_idle_percent 5",
-                    "cuvmm_no_lending": "cuvmm_torch, share_large_page_tails false"}
+                    "cuvmm_no_lending": "cuvmm_torch, share_large_page_tails false",
+                    "cuvmm_frugal": "cuvmm_torch, max_idle_percent 5, share_large_page_tails false"}
 TORCH_RANDOM_HEADER = ["trace", "allocator", "seconds", "time / PyTorch's default", "peak live / peak reserved",
                        "largest tensor after / free memory", "asked of the driver"]
 
