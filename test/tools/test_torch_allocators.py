@@ -1,5 +1,6 @@
 """bench/torch_allocators.py's trace files, which need no GPU and no torch: the random traces and the
-conversion of a recorded PyTorch memory snapshot into cuvmm's trace CSV."""
+conversion of a recorded PyTorch memory snapshot into cuvmm's trace CSV; and its modes as the
+results pages name them."""
 import importlib.util
 import pathlib
 import tempfile
@@ -9,6 +10,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("torch_allocators", ROOT / "bench" / "torch_allocators.py")
 ta = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ta)
+results_spec = importlib.util.spec_from_file_location("results", ROOT / "scripts" / "results.py")
+results = importlib.util.module_from_spec(results_spec)
+results_spec.loader.exec_module(results)
 
 
 def event(action, addr, size):
@@ -61,6 +65,15 @@ class RandomTraces(unittest.TestCase):
                 frees += 1
         self.assertEqual(len(live) + frees, 2000)
         self.assertGreater(frees, 0)
+
+
+class Modes(unittest.TestCase):
+    def test_every_mode_has_a_name_on_the_results_pages_and_only_cuvmms_set_arena_options(self):
+        self.assertEqual(set(ta.MODES), set(results.TORCH_MODE_NAMES))
+        for mode, env in ta.MODES.items():
+            self.assertEqual("CUVMM_BENCH_ENABLE" in env, mode.startswith("cuvmm"), mode)
+            self.assertTrue(mode.startswith("cuvmm") or "CUVMM_ARENA_CONF" not in env, mode)
+        self.assertEqual(ta.MODES["cuvmm_frugal"]["CUVMM_ARENA_CONF"], "max_idle_percent:5,share_large_page_tails:false")
 
 
 if __name__ == "__main__":
