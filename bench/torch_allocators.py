@@ -17,7 +17,8 @@ repeated; the summary gives medians of the repeats and each allocator's ratios t
 `--modes` picks others: a subset, or cuvmm_whole_chunks (the Arena with
 CUVMM_ARENA_CONF=whole_chunk_bytes:2MiB), cuvmm_idle_unbounded (CUVMM_ARENA_CONF=max_idle_percent:100),
 cuvmm_idle_5 (CUVMM_ARENA_CONF=max_idle_percent:5), cuvmm_no_lending
-(CUVMM_ARENA_CONF=share_large_page_tails:false) or cuvmm_frugal (both) too.
+(CUVMM_ARENA_CONF=share_large_page_tails:false), cuvmm_frugal (both), cuvmm_idle_5_wait or
+cuvmm_frugal_wait (those with wait_before_create:true) too.
 
 Workloads:
 - random: a seeded trace of mixed-size tensors (log-uniform sizes from 1 B to 1 GiB, each freed after a
@@ -63,6 +64,11 @@ MODES = {
     "cuvmm_no_lending": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "share_large_page_tails:false"},
     # Both: the least memory held that the options give, for more page moves.
     "cuvmm_frugal": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "max_idle_percent:5,share_large_page_tails:false"},
+    # Those two, and past the idle share pooled pages of the other size released after a host wait
+    # for their work rather than new pages created beside them (ArenaOptions::wait_before_create).
+    "cuvmm_idle_5_wait": {"CUVMM_BENCH_ENABLE": "1", "CUVMM_ARENA_CONF": "max_idle_percent:5,wait_before_create:true"},
+    "cuvmm_frugal_wait": {"CUVMM_BENCH_ENABLE": "1",
+                          "CUVMM_ARENA_CONF": "max_idle_percent:5,share_large_page_tails:false,wait_before_create:true"},
 }
 
 

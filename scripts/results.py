@@ -637,7 +637,10 @@ TORCH_MODE_NAMES = {"default": "PyTorch's caching allocator", "expandable": "PyT
                     "cuvmm_idle_unbounded": "cuvmm_torch, max_idle_percent 100",
                     "cuvmm_idle_5": "cuvmm_torch, max_idle_percent 5",
                     "cuvmm_no_lending": "cuvmm_torch, share_large_page_tails false",
-                    "cuvmm_frugal": "cuvmm_torch, max_idle_percent 5, share_large_page_tails false"}
+                    "cuvmm_frugal": "cuvmm_torch, max_idle_percent 5, share_large_page_tails false",
+                    "cuvmm_idle_5_wait": "cuvmm_torch, max_idle_percent 5, wait_before_create",
+                    "cuvmm_frugal_wait": "cuvmm_torch, max_idle_percent 5, share_large_page_tails false, "
+                                         "wait_before_create"}
 TORCH_RANDOM_HEADER = ["trace", "allocator", "seconds", "time / PyTorch's default", "peak live / peak reserved",
                        "largest tensor after / free memory", "asked of the driver"]
 

@@ -156,6 +156,15 @@ struct ArenaOptions {
   /// docs/DESIGN.md); 5 keeps it at 0.95 or more for 1.0-1.6x the time, 0 moves pages whenever
   /// the stream's cache has any (the most memory-frugal).
   std::size_t max_idle_percent = 20;
+  /// Past max_idle_percent, a request that would create pages first releases pooled pages of the
+  /// other page size even where the work that used them at their old addresses is still queued,
+  /// waiting on the host for that work (ArenaStats::host_waits). Without it such pages stay pooled
+  /// until their fence is done and new pages are created beside them, so a program that queues its
+  /// work far ahead of the device (a training loop) holds both for a while. The wait drains the
+  /// device's queue, so this trades time for memory: docs/DESIGN.md ("Arena: what it may lose, and
+  /// the frontier it trades along") shows what it gives with max_idle_percent 5 on a decoder's
+  /// training. Off by default.
+  bool wait_before_create = false;
   /// Requests of at least this many bytes (beyond small_max_bytes(), with an alignment up to the
   /// page size) each get one physical chunk of their own, their size rounded up to whole pages,
   /// mapped once. Freed, the chunk stays mapped where it is, idle (ArenaStats::bytes_whole_idle),
@@ -184,7 +193,7 @@ inline constexpr const char* arena_conf_variable = "CUVMM_ARENA_CONF";
 ///    max_lent_tail_bytes, byte_limit, stream_cache_run_bytes, whole_chunk_bytes): a whole number of
 ///    bytes, or one followed by KiB, MiB, GiB or TiB;
 ///  - max_idle_percent: a whole number;
-///  - share_large_page_tails: true, false, 1 or 0;
+///  - share_large_page_tails, wait_before_create: true, false, 1 or 0;
 ///  - compression: none, preferred or required.
 /// Spaces around keys and values, and empty pairs (",,", a trailing comma), are ignored: an empty
 /// text changes nothing.

@@ -87,6 +87,7 @@ inline pybind11::dict arena_options_dict(const cuvmm::ArenaOptions& o) {
   d["stream_cache_run_bytes"] = o.stream_cache_run_bytes;
   d["max_idle_percent"] = o.max_idle_percent;
   d["whole_chunk_bytes"] = o.whole_chunk_bytes;
+  d["wait_before_create"] = o.wait_before_create;
   return d;
 }
 

@@ -97,7 +97,9 @@
 // once the stream whose cache gives the pages up has no queued work left (queued_work_done, an
 // event query), else the request is served as if that span were not cached. Nor does a request
 // release pooled pages of the other size whose fence is not done (PagePool::release_pooled),
-// until the device is full (step 9, which waits for every stream anyway). A cached run shorter
+// until the device is full (step 9, which waits for every stream anyway), unless
+// ArenaOptions::wait_before_create asks it to once the idle share is spent (step 7): then memory
+// comes before the device's queue. A cached run shorter
 // than the request grows in place when the addresses next to it are free (only the missing pages
 // are mapped); new runs are spaced apart so that they usually are. A cached
 // large-layout span is large pages then a small tail, and any whole pages of it serve a request
@@ -656,7 +658,7 @@ std::size_t Arena::State::back_and_map(PagePool::Span& span, StreamCache& s, boo
   span.take_pooled();                                                                // 5. pooled pages
   if (!span.complete() && may_create(span)) (span.release_idle_other_size(), span.create());  // 5b. new pages, while the memory idle stays within its share
   if (!span.complete() && s.holds_pages()) (unmap_own_cache(s, span), span.take_pooled());  // 6. own cache, retired behind a fence (no host wait)
-  if (!span.complete()) span.release_idle_other_size();                             // 7. release the other page size's pool
+  if (!span.complete()) span.release_idle_other_size(options.wait_before_create && !may_create(span));  // 7. release the other page size's pool (waiting for its fences past the idle share, if asked)
   if (!span.complete()) span.create();                                              // 8. create
   if (!span.complete() && may_reclaim) (reclaim_everything(), span.release_idle_other_size(/*may_wait=*/true), span.take_pooled(), span.create());  // 9. wait for all, unmap all, retry
   if (!span.complete()) throw_out_of_memory(span);                                  // 10. OutOfMemory (the span gives back what it created)

@@ -102,7 +102,7 @@ bool set(std::string_view value, ArenaOptions& o) {
 constexpr std::string_view size_wants =
     "wants a whole number of bytes, or one followed by KiB, MiB, GiB or TiB, that fits in 64 bits";
 
-constexpr std::array<Key, 11> keys = {{
+constexpr std::array<Key, 12> keys = {{
     {"address_space_bytes", set<parse_size, &ArenaOptions::address_space_bytes>, size_wants},
     {"page_bytes", set<parse_size, &ArenaOptions::page_bytes>, size_wants},
     {"large_page_bytes", set<parse_size, &ArenaOptions::large_page_bytes>, size_wants},
@@ -114,6 +114,7 @@ constexpr std::array<Key, 11> keys = {{
     {"stream_cache_run_bytes", set<parse_size, &ArenaOptions::stream_cache_run_bytes>, size_wants},
     {"max_idle_percent", set<parse_count, &ArenaOptions::max_idle_percent>, "wants a whole number that fits in 64 bits"},
     {"whole_chunk_bytes", set<parse_size, &ArenaOptions::whole_chunk_bytes>, size_wants},
+    {"wait_before_create", set<parse_bool, &ArenaOptions::wait_before_create>, "wants true, false, 1 or 0"},
 }};
 
 }  // namespace

@@ -128,11 +128,15 @@ void PagePool::unmap_stale() noexcept {
 std::size_t PagePool::release_pooled(Size size, std::size_t bytes, bool may_wait) noexcept {
   auto& from = pool(size);
   std::size_t released = 0;
-  for (std::size_t i = from.size(); i-- > 0 && released < bytes;) {
-    if (!may_wait && !fences_done(from[i])) continue;
-    released += from[i].chunk.size();
-    release(std::move(from[i]));
-    from.erase(from.begin() + static_cast<std::ptrdiff_t>(i));
+  // Pages whose fences are done first, so that a wait comes only for what they do not cover.
+  for (bool const waiting : {false, true}) {
+    if (waiting && !may_wait) break;
+    for (std::size_t i = from.size(); i-- > 0 && released < bytes;) {
+      if (!waiting && !fences_done(from[i])) continue;
+      released += from[i].chunk.size();
+      release(std::move(from[i]));
+      from.erase(from.begin() + static_cast<std::ptrdiff_t>(i));
+    }
   }
   return released;
 }

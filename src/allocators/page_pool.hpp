@@ -154,8 +154,9 @@ class PagePool {
   /// Bytes of address space held by stale mappings.
   [[nodiscard]] std::size_t stale_bytes() const noexcept { return stale_bytes_; }
   /// Releases pooled pages of `size` until `bytes` were given back or none is left; returns the
-  /// bytes. Without `may_wait` it passes over the pages that a fence not yet done keeps
-  /// (RetireFence::done): it releases only what it can without waiting.
+  /// bytes. Pages whose fences are done (RetireFence::done) go first; without `may_wait` it passes
+  /// over the others, releasing only what it can without waiting, and with it it passes their
+  /// fences (a wait) only for the bytes the done ones do not cover.
   std::size_t release_pooled(Size size, std::size_t bytes, bool may_wait) noexcept;
   /// Releases every pooled page; returns the bytes.
   std::size_t release_all_pooled() noexcept;

@@ -56,7 +56,8 @@ TEST_CASE("random allocations of sizes from bytes to pages are aligned, disjoint
   ArenaOptions options = memory->options();
   std::size_t const page = Arena(memory->backend(), options).page_bytes();
   options.whole_chunk_bytes = GENERATE_COPY(std::size_t{0}, 3 * page);  // with whole chunks from 3 pages on too
-  CAPTURE(options.whole_chunk_bytes);
+  options.wait_before_create = GENERATE(false, true);  // and with fences passed before pages are created
+  CAPTURE(options.whole_chunk_bytes, options.wait_before_create);
   Arena arena(memory->backend(), options);
   Stream const stream = memory->new_stream();
   std::mt19937_64 rng(20261129);

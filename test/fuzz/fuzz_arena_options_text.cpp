@@ -26,7 +26,8 @@ std::string as_text(const cuvmm::ArenaOptions& o) {
          ",max_lent_bytes:" + std::to_string(o.max_lent_bytes) + ",max_lent_tail_bytes:" + std::to_string(o.max_lent_tail_bytes) +
          ",stream_cache_run_bytes:" + std::to_string(o.stream_cache_run_bytes) + ",share_large_page_tails:" + (o.share_large_page_tails ? "true" : "false") +
          ",compression:" + std::string(cuvmm::to_string(o.compression)) +
-         ",max_idle_percent:" + std::to_string(o.max_idle_percent);
+         ",max_idle_percent:" + std::to_string(o.max_idle_percent) + ",whole_chunk_bytes:" + std::to_string(o.whole_chunk_bytes) +
+         ",wait_before_create:" + (o.wait_before_create ? "true" : "false");
 }
 
 bool same(const cuvmm::ArenaOptions& a, const cuvmm::ArenaOptions& b) {
@@ -34,8 +35,8 @@ bool same(const cuvmm::ArenaOptions& a, const cuvmm::ArenaOptions& b) {
          a.large_page_bytes == b.large_page_bytes && a.byte_limit == b.byte_limit &&
          a.max_lent_bytes == b.max_lent_bytes && a.max_lent_tail_bytes == b.max_lent_tail_bytes &&
          a.stream_cache_run_bytes == b.stream_cache_run_bytes && a.share_large_page_tails == b.share_large_page_tails && a.compression == b.compression &&
-         a.max_idle_percent == b.max_idle_percent &&
-         a.access.size() == b.access.size();
+         a.max_idle_percent == b.max_idle_percent && a.whole_chunk_bytes == b.whole_chunk_bytes &&
+         a.wait_before_create == b.wait_before_create && a.access.size() == b.access.size();
 }
 
 }  // namespace

@@ -162,6 +162,15 @@ BoxedBusyPage free_boxed_busy_page(Arena& arena, cudaStream_t stream) {
   return b;
 }
 
+/// A cached span of two large pages on `stream`, freed while a kernel still fills it.
+std::uint32_t* free_busy_large_span(Arena& arena, cudaStream_t stream) {
+  std::size_t const large = arena.large_page_bytes();
+  auto* span = static_cast<std::uint32_t*>(arena.allocate(2 * large, stream));
+  CUVMM_CUDA_REQUIRE(launch_spin_then_fill(span, 2 * large / 4, poison, 50'000'000, stream));
+  arena.deallocate(span, 2 * large, stream);
+  return span;
+}
+
 }  // namespace
 
 TEST_CASE("a stream capturing a CUDA graph takes memory another stream freed after a host wait for that stream",
@@ -263,10 +272,7 @@ TEST_CASE("a request that would swap a large page a running kernel still uses fo
   test::Stream stream;
   Arena arena;
   std::size_t const large = arena.large_page_bytes();
-  // A cached span of two large pages, which a kernel still fills when it is freed.
-  auto* span = static_cast<std::uint32_t*>(arena.allocate(2 * large, stream.get()));
-  CUVMM_CUDA_REQUIRE(launch_spin_then_fill(span, 2 * large / 4, poison, 50'000'000, stream.get()));
-  arena.deallocate(span, 2 * large, stream.get());
+  auto* span = free_busy_large_span(arena, stream.get());
   // A request ending a quarter into the second large page: the span's front would serve it, its
   // second large page swapped for small pages at the same addresses, which unmaps that page under
   // the kernel (a host wait first). Instead its first large page moves to new addresses, small
@@ -295,6 +301,36 @@ TEST_CASE("a request that would swap a large page a running kernel still uses fo
   CHECK(arena.stats().pages_moved == ahead.pages_moved);
   CHECK(arena.stats().host_waits == ahead.host_waits);
   arena.deallocate(split, bytes, stream.get());
+}
+
+TEST_CASE("with wait_before_create, a request past the idle share waits for the work on pooled pages of the other "
+          "size and releases them instead of creating pages beside them",
+          "[arena][gpu]") {
+  require_gpu();
+  init_runtime();
+  test::Stream stream;
+  Arena arena({.wait_before_create = true});
+  std::size_t const large = arena.large_page_bytes();
+  auto* span = free_busy_large_span(arena, stream.get());
+  // As in the case above, the span's first large page moves to new addresses and small pages are
+  // created behind it. Its second large page, pooled behind the kernel's fence, is released first,
+  // after a host wait for the kernel, where without the option it stays pooled (72 MiB held).
+  ArenaStats const before = arena.stats();
+  REQUIRE(before.bytes_physical.current == 2 * large);
+  std::size_t const bytes = large + large / 4;
+  auto* moved = static_cast<std::uint32_t*>(arena.allocate(bytes, stream.get()));
+  ArenaStats const after = arena.stats();
+  CHECK(moved != span);
+  CHECK(after.host_waits == before.host_waits + 1);
+  CHECK(after.pages_moved == before.pages_moved + 1);
+  CHECK(after.bytes_pooled == 0);
+  CHECK(after.bytes_stale == large);  // the moved page's old mapping; the released page's went with it
+  CHECK(after.bytes_physical.current == bytes);  // one large page and four small ones
+  std::uint64_t const seed = test_seed(9);
+  CUVMM_CUDA_REQUIRE(launch_write_pattern(moved, bytes / 4, seed, stream.get()));
+  CUVMM_CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
+  CHECK(check_pattern(moved, bytes / 4, seed, stream.get()).mismatches == 0);
+  arena.deallocate(moved, bytes, stream.get());
 }
 
 TEST_CASE("Thrust sort, reduce, transform and copy give the same results with ThrustAllocator", "[arena][gpu][thrust]") {

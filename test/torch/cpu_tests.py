@@ -100,7 +100,8 @@ def run_with_conf(conf: str, code: str) -> subprocess.CompletedProcess:
 class ArenaOptionsTest(unittest.TestCase):
     DEFAULTS = {"address_space_bytes": 0, "page_bytes": 0, "large_page_bytes": 32 * MiB, "max_lent_bytes": 0,
                 "max_lent_tail_bytes": 16 * MiB, "share_large_page_tails": True, "byte_limit": 0, "compression": "none",
-                "stream_cache_run_bytes": 8 * MiB, "max_idle_percent": 20, "whole_chunk_bytes": 0}
+                "stream_cache_run_bytes": 8 * MiB, "max_idle_percent": 20, "whole_chunk_bytes": 0,
+                "wait_before_create": False}
 
     def test_without_a_text_the_options_are_the_defaults(self):
         self.assertEqual(cuvmm_torch.arena_options(""), self.DEFAULTS)
@@ -108,9 +109,10 @@ class ArenaOptionsTest(unittest.TestCase):
     def test_a_text_sets_the_options_it_names(self):
         options = cuvmm_torch.arena_options(
             "large_page_bytes:128MiB, share_large_page_tails:false,byte_limit:64GiB,compression:preferred,"
-            "max_lent_tail_bytes:64MiB")
+            "max_lent_tail_bytes:64MiB,wait_before_create:true")
         self.assertEqual(options, dict(self.DEFAULTS, large_page_bytes=128 * MiB, share_large_page_tails=False,
-                                       byte_limit=64 << 30, compression="preferred", max_lent_tail_bytes=64 * MiB))
+                                       byte_limit=64 << 30, compression="preferred", max_lent_tail_bytes=64 * MiB,
+                                       wait_before_create=True))
 
     def test_the_environment_variable_is_what_arena_options_reads_by_default(self):
         result = run_with_conf("page_bytes:4MiB,address_space_bytes:2TiB",

@@ -36,6 +36,7 @@ ArenaOptions unusual() {
   o.stream_cache_run_bytes = 6 * MiB;
   o.max_idle_percent = 40;
   o.whole_chunk_bytes = 96 * MiB;
+  o.wait_before_create = true;
   return o;
 }
 
@@ -52,6 +53,7 @@ void check_same(const ArenaOptions& a, const ArenaOptions& b) {
   CHECK(a.stream_cache_run_bytes == b.stream_cache_run_bytes);
   CHECK(a.max_idle_percent == b.max_idle_percent);
   CHECK(a.whole_chunk_bytes == b.whole_chunk_bytes);
+  CHECK(a.wait_before_create == b.wait_before_create);
   CHECK(a.access.size() == b.access.size());
 }
 
@@ -76,7 +78,7 @@ TEST_CASE("every key a text can set, with spaces and every unit", "[arena][optio
   ArenaOptions const o = parse_arena_options(
       " address_space_bytes : 3TiB, page_bytes:2MiB ,large_page_bytes:128MiB,byte_limit:1048576,"
       "share_large_page_tails:true, compression: required, max_lent_bytes:96MiB, stream_cache_run_bytes: 8MiB,"
-      "max_lent_tail_bytes:16MiB, max_idle_percent: 250, whole_chunk_bytes:4MiB",
+      "max_lent_tail_bytes:16MiB, max_idle_percent: 250, whole_chunk_bytes:4MiB, wait_before_create:false",
       unusual());
   CHECK(o.address_space_bytes == std::size_t{3} << 40);
   CHECK(o.page_bytes == 2 * MiB);
@@ -89,6 +91,7 @@ TEST_CASE("every key a text can set, with spaces and every unit", "[arena][optio
   CHECK(o.stream_cache_run_bytes == 8 * MiB);
   CHECK(o.max_idle_percent == 250);
   CHECK(o.whole_chunk_bytes == 4 * MiB);
+  CHECK(!o.wait_before_create);
   CHECK(o.device == 3);  // not settable by text: kept
   CHECK(parse_arena_options("byte_limit:5KiB").byte_limit == 5 * 1024);
   CHECK(parse_arena_options("byte_limit:9GiB").byte_limit == 9 * GiB);
@@ -96,6 +99,8 @@ TEST_CASE("every key a text can set, with spaces and every unit", "[arena][optio
   CHECK(!parse_arena_options("share_large_page_tails:0").share_large_page_tails);
   CHECK(!parse_arena_options("share_large_page_tails:false").share_large_page_tails);
   CHECK(parse_arena_options("share_large_page_tails:1", unusual()).share_large_page_tails);
+  CHECK(parse_arena_options("wait_before_create:true").wait_before_create);
+  CHECK(!parse_arena_options("wait_before_create:0", unusual()).wait_before_create);
   CHECK(parse_arena_options("compression:none", unusual()).compression == Compression::none);
   CHECK(parse_arena_options("compression:preferred").compression == Compression::preferred);
   CHECK(parse_arena_options("byte_limit:1GiB,").byte_limit == GiB);  // empty pairs are skipped
@@ -123,7 +128,7 @@ TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][op
   CHECK(refusal("large_page_bytes:64MiB,huge_pages:1") ==
         "'huge_pages:1' in \"large_page_bytes:64MiB,huge_pages:1\": no such key (address_space_bytes, page_bytes, "
         "large_page_bytes, byte_limit, max_lent_bytes, max_lent_tail_bytes, share_large_page_tails, compression, "
-        "stream_cache_run_bytes, max_idle_percent, whole_chunk_bytes)");
+        "stream_cache_run_bytes, max_idle_percent, whole_chunk_bytes, wait_before_create)");
   CHECK(refusal("byte_limit:1GiB, byte_limit:2GiB") ==
         "'byte_limit:2GiB' in \"byte_limit:1GiB, byte_limit:2GiB\": 'byte_limit' is given twice");
   CHECK(refusal("large_page_bytes=64MiB") == "'large_page_bytes=64MiB' in \"large_page_bytes=64MiB\": wants key:value");
@@ -140,7 +145,7 @@ TEST_CASE("a bad text is refused naming the pair and what it wants", "[arena][op
   CHECK(refusal("device:1") ==
         "'device:1' in \"device:1\": no such key (address_space_bytes, page_bytes, large_page_bytes, byte_limit, "
         "max_lent_bytes, max_lent_tail_bytes, share_large_page_tails, compression, stream_cache_run_bytes, "
-        "max_idle_percent, whole_chunk_bytes)");
+        "max_idle_percent, whole_chunk_bytes, wait_before_create)");
   // The caller's options are a copy: a refused text leaves them as they were.
   ArenaOptions kept = unusual();
   CHECK_THROWS_AS(kept = parse_arena_options("page_bytes:4MiB,bad", kept), Error);

@@ -309,6 +309,25 @@ TEST_CASE("a span on a full device releases idle pooled pages of the other size 
   CHECK(pool.physical_bytes() == 0);
 }
 
+TEST_CASE("a span that may wait releases the pooled pages whose fences are done first, and waits only for the rest",
+          "[arena][pool]") {
+  HostBackend host({.granularity = page});
+  PagePool pool(host, pool_options());  // large pages of 4 small ones
+  auto const done = std::make_shared<RecordingFence>(host);
+  auto const busy = std::make_shared<RecordingFence>(host);
+  busy->work_done = false;
+  retire_new_pages(pool, 3, done);
+  retire_new_pages(pool, 3, busy);  // pooled last, so first in the order the pool releases in
+  REQUIRE(pool.pooled_pages(PagePool::Size::small) == 6);
+  auto span = pool.take_slots(4);  // misses one large page: four small pages' worth of idle memory
+  REQUIRE(span->large_missing() == 1);
+  span->release_idle_other_size(/*may_wait=*/true);
+  CHECK(done->mapped_when_passed.size() == 3);  // all three done pages, with no wait
+  CHECK(busy->mapped_when_passed.size() == 1);  // one wait, for the fourth page only
+  CHECK(pool.pooled_pages(PagePool::Size::small) == 2);
+  CHECK(pool.physical_bytes() == 2 * page);
+}
+
 TEST_CASE("spaced placement puts a run at the end of the largest free extent, room behind it, while the extent keeps "
           "the amount asked for",
           "[arena][pool]") {
