@@ -44,6 +44,11 @@ if [[ $method != direct && $method != given ]] && grep -q mesonpy "$root/python/
   fi
 fi
 if [[ -z $built ]]; then
+  # Not the build users get. On one GPU image (torch 2.11.0+cu130, its own compiler) this build's
+  # _allocator crashed (SIGSEGV, in the stream that formats the message) on every out-of-memory
+  # error, where the meson-python build of the same tree passed: prefer meson-python.
+  [[ $method == direct ]] || log "meson-python is not installed here: compiling directly with torch.utils.cpp_extension," \
+    "not as users build the package (pip install meson-python for that build)"
   if [[ ! -e $build/src/libcuvmm.so ]]; then
     [[ -e $build/build.ninja ]] || meson setup "$build" "$root" -Dtests=disabled -Dbenchmarks=disabled -Dmpi=disabled \
                                       -Dtools=false ${arch:+-Dgpu_architectures=$arch -Dtest_gpu_architectures=$arch} \
