@@ -99,21 +99,20 @@
 // release pooled pages of the other size whose fence is not done (PagePool::release_pooled),
 // until the device is full (step 9, which waits for every stream anyway), unless
 // ArenaOptions::wait_before_create asks it to once the idle share is spent (step 7): then memory
-// comes before the device's queue. A cached run shorter
-// than the request grows in place when the addresses next to it are free (only the missing pages
-// are mapped); new runs are spaced apart so that they usually are. A cached
-// large-layout span is large pages then a small tail, and any whole pages of it serve a request
-// as they lie: a small request takes small pages of its tail; a large request whose small pages
-// its tail holds takes its last large pages and the front of its tail; else a large request takes
-// the span's front (when the request ends inside a large page, that page alone is swapped for
-// small ones). A small request that no cached small page serves borrows the last large page of a
-// cached span of whole large pages where it is mapped (its slots become lent slots, below), rather
-// than unmapping the span, which creates and releases fewer pages. What a request leaves of a span
-// stays cached. Stitching scattered pages behind new addresses is the fallback that beats
-// fragmentation, not the common path; it unmaps only the smallest cached spans that give it the
-// large pages it lacks. A cached span of whole large pages merges with the span of its stream
-// cached right behind it. test/unit/test_arena_trace.cpp replays cuvmm-plan's traces on a
-// bookkeeping backend of the H200's size and bounds the pages moved and the driver calls.
+// comes before the device's queue. A cached run shorter than the request grows in place when the
+// addresses next to it are free (only the missing pages are mapped); new runs are spaced apart so
+// that they usually are. A cached large-layout span is large pages then a small tail, and any whole
+// pages of it serve a request as they lie: a small request takes small pages of its tail; a large
+// request whose small pages its tail holds takes its last large pages and the front of its tail;
+// else a large request takes the span's front (when the request ends inside a large page, that page
+// alone is swapped for small ones). A small request that no cached small page serves borrows the
+// last large page of a cached span of whole large pages where it is mapped (its slots become lent
+// slots, below), rather than unmapping the span, which creates and releases fewer pages. What a
+// request leaves of a span stays cached. Stitching scattered pages behind new addresses is the
+// fallback that beats fragmentation, not the common path; it unmaps only the smallest cached spans
+// that give it the large pages it lacks. A cached span of whole large pages merges with the span of
+// its stream cached right behind it. test/unit/test_arena_trace.cpp replays cuvmm-plan's traces on
+// a bookkeeping backend of the H200's size and bounds the pages moved and the driver calls.
 //
 // Whole chunks (ArenaOptions::whole_chunk_bytes, off by default): a request at or above it takes
 // an idle chunk of its size or up to a sixteenth larger (its own stream's first, another's after an
