@@ -122,7 +122,7 @@ fi
 
 if wants torch || wants decode || wants growth; then
   if [[ $dry == 1 ]] || ! "$python" -c 'import cuvmm_torch' 2>/dev/null; then
-    run torch-build.log env MODES= CPU_TESTS=0 "PYTHON=$python" bash test/torch/gpu-check.sh "$work/build-torch" "$work/torch"
+    run torch-build.log env MODES= CPU_TESTS=0 "PYTHON=$python" bash test/torch/gpu-check.sh "$work/torch"
     export PYTHONPATH=$work/torch/site${PYTHONPATH:+:$PYTHONPATH}
   fi
 fi

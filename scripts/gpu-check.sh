@@ -153,7 +153,7 @@ elif [ ! -f test/torch/gpu-check.sh ]; then
 elif ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
   note "SKIP  PyTorch checks: $python has no torch with CUDA (set PYTHON to another interpreter)"
 else
-  step "PyTorch checks (test/torch/gpu-check.sh)" torch.log env PYTHON="$python" bash test/torch/gpu-check.sh "$build" "$out/torch"
+  step "PyTorch checks (test/torch/gpu-check.sh)" torch.log env PYTHON="$python" bash test/torch/gpu-check.sh "$out/torch"
 fi
 
 echo

@@ -92,7 +92,7 @@ class DryRun(unittest.TestCase):
     def test_the_torch_steps_build_cuvmm_torch_first(self):
         torch_lines = self.commands(r"torch_allocators\.py (random|decoder)|torch_decode\.py|torch_growth\.py|gpu-check\.sh")
         self.assertEqual(torch_lines[0], f"env MODES= CPU_TESTS=0 PYTHON=python3 bash test/torch/gpu-check.sh "
-                                         f"{self.work}/build-torch {self.work}/torch")
+                                         f"{self.work}/torch")
         self.assertIn(f"python3 bench/torch_allocators.py random --repeats 3 --json {self.out}/torch_allocators.json",
                       torch_lines)
         self.assertIn(f"python3 bench/torch_decode.py --out {self.out} --batch 4 --new-tokens 384 --repeats 3 --processes 5",

@@ -3,63 +3,49 @@
 # runs test/torch/test_allocator_gpu.py and test_growable_gpu.py twice, with cuvmm as PyTorch's allocator and with
 # PyTorch's own (the control), and the CPU checks; junit XML and logs go to OUT_DIR.
 #
-#   bash test/torch/gpu-check.sh BUILD_DIR OUT_DIR      (PYTHON=python3 by default)
+#   bash test/torch/gpu-check.sh OUT_DIR      (PYTHON=python3 by default)
 #
-# The build: meson-python (`pip install --no-build-isolation ./python`) when python/ is a
-# meson-python project and this Python has mesonpy; else, or when that fails, the extensions
-# compiled directly with torch.utils.cpp_extension (test/torch/build_allocator.py) against the
-# libcuvmm of the Meson build folder BUILD_DIR (configured and built here if it has none).
-# CUVMM_TORCH_BUILD=pip or =direct picks one; CUVMM_TORCH_SITE=DIR uses a package an earlier run
-# built into DIR/site instead. MODES (default "cuvmm torch"; empty: build only) picks the runs, PYTEST_ARGS
-# adds pytest options (e.g. "-k graph"); CPU_TESTS=0 skips cpu_tests.py. Exit status: 0 when PyTorch sees a GPU and every test
-# passed in both modes.
+# The build is the one users get: meson-python (`pip install --no-build-isolation ./python`) into
+# OUT_DIR/site. Where this Python lacks meson-python, pip installs it, with meson and ninja, into
+# OUT_DIR/build-tools for the build alone (nothing is installed into the Python itself).
+# CUVMM_TORCH_SITE=DIR uses a package an earlier run built into DIR instead. MODES (default
+# "cuvmm torch"; empty: build only) picks the runs, PYTEST_ARGS adds pytest options (e.g. "-k graph");
+# CPU_TESTS=0 skips cpu_tests.py. Exit status: 0 when PyTorch sees a GPU and every test passed in
+# both modes.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=$1
-out=$(mkdir -p "$2" && cd "$2" && pwd)
+if [[ $# -ne 1 ]]; then
+  sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//;p}' "$0"
+  exit 2
+fi
+out=$(mkdir -p "$1" && cd "$1" && pwd)
 python=${PYTHON:-python3}
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-export MAX_JOBS=${MAX_JOBS:-8}
 site=$out/site
+build_env=()
 log() { echo "gpu-check: $*" | tee -a "$out/summary.txt"; }
 : > "$out/summary.txt"
 log "$("$python" --version 2>&1), torch $("$python" -c 'import torch; print(torch.__version__)'), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 
-# Device code for this machine's GPU only, when PyTorch sees one (all of cuvmm's list otherwise).
-arch=$("$python" -c 'import torch; print("%d%d" % torch.cuda.get_device_capability())' 2>/dev/null)
-built=
-method=${CUVMM_TORCH_BUILD:-auto}
 if [[ -n ${CUVMM_TORCH_SITE:-} ]]; then  # a package built by an earlier run: no build
   site=$(cd "$CUVMM_TORCH_SITE" && pwd)
-  built=given
-  method=given
-fi
-if [[ $method != direct && $method != given ]] && grep -q mesonpy "$root/python/pyproject.toml" && "$python" -c 'import mesonpy' 2>/dev/null; then
+  log "using the package in $site"
+else
+  if ! "$python" -c 'import mesonpy' 2>/dev/null; then
+    log "$python has no meson-python: installing it (with meson and ninja) into $out/build-tools for this build"
+    rm -rf "$out/build-tools"
+    "$python" -m pip install --target "$out/build-tools" meson-python meson ninja > "$out/build-tools.log" 2>&1 ||
+      { log "installing meson-python failed (build-tools.log): install it (pip install meson-python meson ninja) and run again"; exit 1; }
+    build_env=(env "PYTHONPATH=$out/build-tools${PYTHONPATH:+:$PYTHONPATH}" "PATH=$out/build-tools/bin:$PATH")
+  fi
+  # Device code for this machine's GPU only, when PyTorch sees one (all of cuvmm's list otherwise).
+  arch=$("$python" -c 'import torch; print("%d%d" % torch.cuda.get_device_capability())' 2>/dev/null)
   rm -rf "$site"
-  if "$python" -m pip install --no-build-isolation --no-deps --target "$site" \
-       ${arch:+"-Csetup-args=-Dgpu_architectures=$arch"} "$root/python" > "$out/build-pip.log" 2>&1; then
-    built=pip
-  else
-    log "meson-python build failed (build-pip.log); compiling directly"
-  fi
+  "${build_env[@]}" "$python" -m pip install --no-build-isolation --no-deps --target "$site" \
+    ${arch:+"-Csetup-args=-Dgpu_architectures=$arch"} "$root/python" > "$out/build-pip.log" 2>&1 ||
+    { log "building the package failed (build-pip.log)"; tail -40 "$out/build-pip.log"; exit 1; }
+  log "built (meson-python) into $site"
 fi
-if [[ -z $built ]]; then
-  # Not the build users get. On one GPU image (torch 2.11.0+cu130, its own compiler) this build's
-  # _allocator crashed (SIGSEGV, in the stream that formats the message) on every out-of-memory
-  # error, where the meson-python build of the same tree passed: prefer meson-python.
-  [[ $method == direct ]] || log "meson-python is not installed here: compiling directly with torch.utils.cpp_extension," \
-    "not as users build the package (pip install meson-python for that build)"
-  if [[ ! -e $build/src/libcuvmm.so ]]; then
-    [[ -e $build/build.ninja ]] || meson setup "$build" "$root" -Dtests=disabled -Dbenchmarks=disabled -Dmpi=disabled \
-                                      -Dtools=false ${arch:+-Dgpu_architectures=$arch -Dtest_gpu_architectures=$arch} \
-                                      > "$out/build-meson.log" 2>&1
-    meson compile -C "$build" cuvmm >> "$out/build-meson.log" 2>&1 || { log "building libcuvmm failed (build-meson.log)"; exit 1; }
-  fi
-  "$python" "$root/test/torch/build_allocator.py" "$build" "$out" > "$out/build-direct.log" 2>&1 ||
-    { log "building the extensions failed (build-direct.log)"; tail -40 "$out/build-direct.log"; exit 1; }
-  built=direct
-fi
-log "built ($built) into $site"
 
 status=0
 if ! "$python" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
