@@ -13,7 +13,7 @@
 #                `torch_allocators.py traces`, written for this GPU's free memory
 #                (bench_arena_random_N.json)
 #   torch        torch_allocators.py random --repeats 3 (torch_allocators.json) and decoder
-#                --repeats 1 (torch_allocators_decoder.json)
+#                --repeats 3 (torch_allocators_decoder.json; the allocators take turns)
 #   decode       torch_decode.py, 5 processes (torch_decode.json)
 #   growth       bench_growth, each strategy and growth in 3 fresh processes of one iteration, the
 #                median kept (bench_growth.json); torch_growth.py --repeats 3 (torch_growth.json)
@@ -128,7 +128,7 @@ if wants torch || wants decode || wants growth; then
 fi
 if wants torch; then
   run torch.log "$python" bench/torch_allocators.py random --repeats 3 --json "$out/torch_allocators.json"
-  run torch.log "$python" bench/torch_allocators.py decoder --repeats 1 --json "$out/torch_allocators_decoder.json"
+  run torch.log "$python" bench/torch_allocators.py decoder --repeats 3 --json "$out/torch_allocators_decoder.json"
 fi
 if wants decode; then
   run decode.log "$python" bench/torch_decode.py --out "$out" --batch 4 --new-tokens 384 --repeats 3 --processes 5

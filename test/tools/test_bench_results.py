@@ -95,6 +95,8 @@ class DryRun(unittest.TestCase):
                                          f"{self.work}/torch")
         self.assertIn(f"python3 bench/torch_allocators.py random --repeats 3 --json {self.out}/torch_allocators.json",
                       torch_lines)
+        self.assertIn(f"python3 bench/torch_allocators.py decoder --repeats 3 --json {self.out}/torch_allocators_decoder.json",
+                      torch_lines)
         self.assertIn(f"python3 bench/torch_decode.py --out {self.out} --batch 4 --new-tokens 384 --repeats 3 --processes 5",
                       torch_lines)
 
