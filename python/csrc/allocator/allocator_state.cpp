@@ -284,19 +284,23 @@ void DeviceState::free(Block block, const std::shared_ptr<GatheredContext>& cont
   if (!block.stream_uses.empty()) {
     if (capture_underway()) {
       deferred_.push_back(std::move(block));
-      return;
+    } else {
+      pend(std::move(block));
     }
-    PendingFree pending{std::move(block), {}};
-    c10::cuda::CUDAGuard const on(static_cast<c10::DeviceIndex>(device_));
-    for (cudaStream_t s : pending.block.stream_uses) {
-      cudaEvent_t const event = take_event();
-      C10_CUDA_CHECK(cudaEventRecord(event, s));
-      pending.events.push_back(event);
-    }
-    pending_.push_back(std::move(pending));
     return;
   }
   release(block, context);
+}
+
+void DeviceState::pend(Block block) {
+  PendingFree pending{std::move(block), {}};
+  c10::cuda::CUDAGuard const on(static_cast<c10::DeviceIndex>(device_));
+  for (cudaStream_t s : pending.block.stream_uses) {
+    cudaEvent_t const event = take_event();
+    C10_CUDA_CHECK(cudaEventRecord(event, s));
+    pending.events.push_back(event);
+  }
+  pending_.push_back(std::move(pending));
 }
 
 void DeviceState::release(const Block& block, const std::shared_ptr<GatheredContext>& context) {
@@ -371,17 +375,7 @@ void DeviceState::process_deferred() {
   if (deferred_.empty()) return;
   std::vector<Block> blocks;
   blocks.swap(deferred_);
-  for (Block& b : blocks) {
-    // Counted as freed already: record the events now, outside the capture.
-    PendingFree pending{std::move(b), {}};
-    c10::cuda::CUDAGuard const on(static_cast<c10::DeviceIndex>(device_));
-    for (cudaStream_t s : pending.block.stream_uses) {
-      cudaEvent_t const event = take_event();
-      C10_CUDA_CHECK(cudaEventRecord(event, s));
-      pending.events.push_back(event);
-    }
-    pending_.push_back(std::move(pending));
-  }
+  for (Block& b : blocks) pend(std::move(b));  // counted as freed already: the events recorded now, outside the capture
 }
 
 void DeviceState::maybe_kill_pool(MempoolId_t id, const std::shared_ptr<GatheredContext>& context) {

@@ -192,6 +192,9 @@ class DeviceState {
   /// Back to the Arena or the pool's free list; `context` as for trace_block.
   void release(const Block& block, const std::shared_ptr<GatheredContext>& context);
   void return_block_to_pool(const Block& block, const std::shared_ptr<GatheredContext>& context);
+  /// Holds `block`, freed while its other streams may still use it, until events recorded on
+  /// each of them now are done (process_pending then releases it).
+  void pend(Block block);
   void process_pending(bool wait, const std::shared_ptr<GatheredContext>& context);
   void process_deferred();
   void give_back_dead_pools(const std::shared_ptr<GatheredContext>& context);
