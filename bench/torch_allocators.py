@@ -31,7 +31,9 @@ Workloads:
   on batches of varying shape (those whose attention would not fit the device left out: the steps
   count in the results says how many ran). It reports the time of the steps after a warm-up, the peak reserved
   memory, the largest tensor that fits after training, and the losses (which must be the same under
-  every allocator). `--trace-out FILE` also writes its allocations and frees (recorded with
+  every allocator). Each run's `per_step` in the JSON has every step's seconds (warm-up steps
+  included, `warmup_steps` of them) and, under cuvmm_torch, the Arena's driver seconds, pages moved,
+  pages created and host waits in that step: where one allocator's time goes beside another's. `--trace-out FILE` also writes its allocations and frees (recorded with
   torch.cuda.memory._record_memory_history) as cuvmm's trace CSV, to replay the real model on the
   host: `CUVMM_PROFILE_TRACES=FILE unit_arena_trace "[.profile_csv]"` (e.g. after
   `decoder --modes default --repeats 1 --trace-out FILE`).
@@ -195,6 +197,10 @@ def run_random(mode: str, seed: int, ops: int) -> dict:
     }
 
 
+# cuvmm_torch.stats()'s seconds in driver calls, by call.
+DRIVER_SECONDS = ("create_seconds", "map_seconds", "access_seconds", "unmap_seconds", "release_seconds")
+
+
 def allocator_calls(torch, mode: str) -> dict:
     """What the allocator asked of the driver over the trace: for PyTorch's own allocators the segments it
     allocated (cudaMalloc calls, or mapped pages with expandable segments) and its retries after a
@@ -207,12 +213,22 @@ def allocator_calls(torch, mode: str) -> dict:
     import cuvmm_torch
 
     s = cuvmm_torch.stats()
-    seconds = {k: s[k] for k in ("create_seconds", "map_seconds", "access_seconds", "unmap_seconds",
-                                 "release_seconds")}
+    seconds = {k: s[k] for k in DRIVER_SECONDS}
     return {"arena_conf": os.environ.get("CUVMM_ARENA_CONF", ""), "at_physical_peak": s["at_physical_peak"],
             "driver_seconds": sum(seconds.values()), **seconds,
             **{k: s[k] for k in ("chunks_created", "chunks_released", "maps", "unmaps", "access_calls",
                                  "pages_moved", "reclaims", "host_waits", "host_wait_seconds")}}
+
+
+def step_driver_work(mode: str) -> dict:
+    """The Arena's driver calls so far (cuvmm_torch), to be taken per step; nothing for PyTorch's allocators."""
+    if not mode.startswith("cuvmm"):
+        return {}
+    import cuvmm_torch
+
+    s = cuvmm_torch.stats()
+    return {"driver_seconds": sum(s[k] for k in DRIVER_SECONDS),
+            "pages_moved": s["pages_moved"], "chunks_created": s["chunks_created"], "host_waits": s["host_waits"]}
 
 
 def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
@@ -247,10 +263,12 @@ def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
     losses = []
     warmup = 3
     start = None
+    per_step = []  # each step's seconds (loss.item() ends it on the device) and what it asked of the driver
+    torch.cuda.synchronize()
+    step_start, driver_before = time.perf_counter(), step_driver_work(mode)
     for step, (batch, seq) in enumerate(shapes):
         if step == warmup:
-            torch.cuda.synchronize()
-            start = time.perf_counter()
+            start = step_start
         g = torch.Generator(device="cpu").manual_seed(step)
         ids = torch.randint(0, config.vocab_size, (batch, seq), generator=g).cuda()
         loss = model(input_ids=ids, labels=ids).loss
@@ -258,6 +276,10 @@ def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        step_end, driver_after = time.perf_counter(), step_driver_work(mode)
+        per_step.append({"batch": batch, "sequence": seq, "seconds": step_end - step_start,
+                         **{k: driver_after[k] - driver_before[k] for k in driver_after}})
+        step_start, driver_before = step_end, driver_after
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     peak_reserved = torch.cuda.max_memory_reserved()
@@ -270,7 +292,7 @@ def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
     largest = largest_that_fits(torch, free_now + torch.cuda.memory_reserved())
     return {"workload": "decoder", "mode": mode, "seconds": seconds, "steps": len(shapes) - warmup,
             "peak_live": peak_live, "peak_reserved": peak_reserved, "utilization": peak_live / peak_reserved,
-            "largest_after": largest, "losses": losses, **calls}
+            "largest_after": largest, "losses": losses, "warmup_steps": warmup, "per_step": per_step, **calls}
 
 
 def child(args) -> int:

@@ -3,7 +3,9 @@ conversion of a recorded PyTorch memory snapshot into cuvmm's trace CSV; and its
 results pages name them."""
 import importlib.util
 import pathlib
+import sys
 import tempfile
+import types
 import unittest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -74,6 +76,27 @@ class Modes(unittest.TestCase):
             self.assertEqual("CUVMM_BENCH_ENABLE" in env, mode.startswith("cuvmm"), mode)
             self.assertTrue(mode.startswith("cuvmm") or "CUVMM_ARENA_CONF" not in env, mode)
         self.assertEqual(ta.MODES["cuvmm_frugal"]["CUVMM_ARENA_CONF"], "max_idle_percent:5,share_large_page_tails:false")
+
+
+class StepDriverWork(unittest.TestCase):
+    """What the decoder records per step of the Arena's driver calls (a stand-in cuvmm_torch gives the stats)."""
+
+    def setUp(self):
+        stats = {k: 0.25 * (i + 1) for i, k in enumerate(ta.DRIVER_SECONDS)}
+        stats.update(pages_moved=7, chunks_created=11, host_waits=2, maps=99)
+        sys.modules["cuvmm_torch"] = types.SimpleNamespace(stats=lambda: stats)
+
+    def tearDown(self):
+        del sys.modules["cuvmm_torch"]
+
+    def test_the_arena_reports_its_driver_seconds_summed_and_its_page_counts(self):
+        self.assertEqual(ta.step_driver_work("cuvmm_idle_5"),
+                         {"driver_seconds": 0.25 + 0.5 + 0.75 + 1.0 + 1.25, "pages_moved": 7, "chunks_created": 11,
+                          "host_waits": 2})
+
+    def test_pytorchs_allocators_report_nothing(self):
+        self.assertEqual(ta.step_driver_work("expandable"), {})
+        self.assertEqual(ta.step_driver_work("default"), {})
 
 
 if __name__ == "__main__":
