@@ -640,7 +640,8 @@ TORCH_MODE_NAMES = {"default": "PyTorch's caching allocator", "expandable": "PyT
                     "cuvmm_frugal": "cuvmm_torch, max_idle_percent 5, share_large_page_tails false",
                     "cuvmm_idle_5_wait": "cuvmm_torch, max_idle_percent 5, wait_before_create",
                     "cuvmm_frugal_wait": "cuvmm_torch, max_idle_percent 5, share_large_page_tails false, "
-                                         "wait_before_create"}
+                                         "wait_before_create",
+                    "cuvmm_large_8": "cuvmm_torch, large_page_bytes 8 MiB"}
 TORCH_RANDOM_HEADER = ["trace", "allocator", "seconds", "time / PyTorch's default", "peak live / peak reserved",
                        "largest tensor after / free memory", "asked of the driver"]
 
