@@ -717,6 +717,27 @@ def held_at_peak_text(f: Folder) -> str:
             f"in slabs and {h['bytes_pooled']:.2f} GiB pooled.")
 
 
+def decoder_step_rows(f: Folder) -> tuple[int, int, list[list[str]]]:
+    """The decoder's timed steps split in two: those where the Arena (cuvmm_torch's defaults) called the driver in
+    its median run, and the rest; per allocator, the seconds of its median step at each index summed over each
+    part. (0, 0, []) for files without each step's time."""
+    runs = [r for r in f.torch_allocators_decoder["results"] if r["workload"] == "decoder" and "per_step" in r]
+    arena = [r for r in runs if r["mode"] == "cuvmm"]
+    if not arena:
+        return 0, 0, []
+    warmup = arena[0]["warmup_steps"]
+    steps = len(arena[0]["per_step"])
+    driver = {i for i in range(warmup, steps)
+              if statistics.median(r["per_step"][i]["driver_seconds"] for r in arena) > 0}
+    rows = []
+    for mode in dict.fromkeys(r["mode"] for r in runs):
+        mine = [r["per_step"] for r in runs if r["mode"] == mode]
+        median = [statistics.median(p[i]["seconds"] for p in mine) for i in range(warmup, steps)]
+        with_driver = sum(t for i, t in enumerate(median, warmup) if i in driver)
+        rows.append([TORCH_MODE_NAMES.get(mode, mode), f"{with_driver:.3f}", f"{sum(median) - with_driver:.3f}"])
+    return len(driver), steps - warmup - len(driver), rows
+
+
 TORCH_GROWTH_NAMES = {"preallocated": "preallocated at the final size", "growable": "`cuvmm_torch.GrowableTensor`",
                       "cat": "`torch.cat` per append"}
 TORCH_GROWTH_HEADER = ["growth", "tensor", "median seconds", "time / preallocated", "peak memory / size"]
@@ -748,6 +769,13 @@ def torch_lines(f: Folder, heading: str) -> list[str]:
         out += table(TORCH_DECODER_HEADER, rows)
         if held := held_at_peak_text(f):
             out += ["", held]
+        with_driver, without, rows = decoder_step_rows(f)
+        if rows:
+            out += ["", "Where the time went: each allocator's median seconds over the timed steps in which the "
+                        "Arena's median run called the driver (a batch shape it had not served yet) and over the "
+                        "others (each run's `per_step` in the JSON):", ""]
+            out += table(["allocator", f"{with_driver} steps with the Arena's driver calls, s",
+                          f"the other {without} steps, s"], rows)
     rows = torch_growth_rows(f)
     if rows:
         out += ["", f"{heading} A growing tensor in PyTorch", "", torch_growth_text(f), ""]

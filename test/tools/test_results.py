@@ -105,6 +105,30 @@ class BenchmarksOnlyFolder(unittest.TestCase):
                       "lent, 0.25 GiB pinned in slabs and 0.25 GiB pooled.",
                       results.folder_readme(results.Folder(self.path)))
 
+    def test_the_decoders_steps_are_split_where_the_arenas_median_run_called_the_driver(self):
+        self.assertEqual(results.decoder_step_rows(self.folder), (0, 0, []))  # an older file: no table
+        self.assertNotIn("Where the time went", results.folder_readme(self.folder))
+
+        def run(mode, seconds, driver=None):
+            steps = [{"seconds": t} for t in seconds]
+            for step, d in zip(steps, driver or []):
+                step["driver_seconds"] = d
+            return {"workload": "decoder", "mode": mode, "steps": 3, "warmup_steps": 1, "per_step": steps}
+
+        data = json.loads((self.path / "torch_allocators_decoder.json").read_text())
+        # Step 0 is a warm-up. Of the timed steps 1-3, the Arena called the driver in steps 1 and 2 by the median
+        # of its runs (in step 1 one run of two did: the median of 0 and 0.004 is above 0), and in step 3 in none.
+        data["results"] = [run("default", [9.0, 1.0, 2.0, 3.0]), run("default", [9.0, 1.2, 2.2, 3.2]),
+                           run("cuvmm", [9.0, 1.1, 2.5, 3.1], [0.5, 0.0, 0.01, 0.0]),
+                           run("cuvmm", [9.0, 1.3, 2.7, 3.3], [0.5, 0.004, 0.02, 0.0])]
+        (self.path / "torch_allocators_decoder.json").write_text(json.dumps(data))
+        folder = results.Folder(self.path)
+        self.assertEqual(results.decoder_step_rows(folder),
+                         (2, 1, [["PyTorch's caching allocator", "3.200", "3.100"],
+                                 ["cuvmm_torch (the Arena)", "3.800", "3.200"]]))
+        self.assertIn("| allocator | 2 steps with the Arena's driver calls, s | the other 1 steps, s |",
+                      results.folder_readme(folder))
+
     def test_the_arenas_driver_work_names_its_host_waits_where_they_were_recorded(self):
         run = {"driver_seconds": 0.3, "chunks_created": 40, "pages_moved": 8}
         self.assertEqual(results.driver_work(run), "300 ms: 40 pages created, 8 moved")
