@@ -772,7 +772,7 @@ def torch_lines(f: Folder, heading: str) -> list[str]:
         with_driver, without, rows = decoder_step_rows(f)
         if rows:
             out += ["", "Where the time went: each allocator's median seconds over the timed steps in which the "
-                        "Arena's median run called the driver (a batch shape it had not served yet) and over the "
+                        "Arena's median run called the driver (to serve a batch shape by moving or creating pages) and over the "
                         "others (each run's `per_step` in the JSON):", ""]
             out += table(["allocator", f"{with_driver} steps with the Arena's driver calls, s",
                           f"the other {without} steps, s"], rows)
