@@ -33,7 +33,8 @@ Workloads:
   memory, the largest tensor that fits after training, and the losses (which must be the same under
   every allocator). Each run's `per_step` in the JSON has every step's seconds (warm-up steps
   included, `warmup_steps` of them) and, under cuvmm_torch, the Arena's driver seconds, pages moved,
-  pages created and host waits in that step: where one allocator's time goes beside another's. `--trace-out FILE` also writes its allocations and frees (recorded with
+  pages created and host waits in that step: where one allocator's time goes beside another's.
+  `--trace-out FILE` also writes its allocations and frees (recorded with
   torch.cuda.memory._record_memory_history) as cuvmm's trace CSV, to replay the real model on the
   host: `CUVMM_PROFILE_TRACES=FILE unit_arena_trace "[.profile_csv]"` (e.g. after
   `decoder --modes default --repeats 1 --trace-out FILE`).
