@@ -11,6 +11,7 @@
 #include <catch2/generators/catch_generators.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <chrono>
 #include <cstdint>
@@ -227,6 +228,61 @@ std::vector<std::pair<std::string, std::vector<plan::TraceOp>>> profile_traces()
   return traces;
 }
 
+/// The layout a request of `bytes` takes by its size alone under `options` (the Arena's rule for whole-page
+/// requests; a request that max_lent_bytes turns to large then small pages is counted by its size).
+enum class Layout { slab, small_pages, whole_large_pages, lent_tail, large_then_small, count };
+
+Layout layout_of(std::size_t bytes, const ArenaOptions& options, std::size_t page, std::size_t large) {
+  if (bytes <= page / 2) return Layout::slab;
+  if (large == 0 || bytes < large) return Layout::small_pages;
+  std::size_t const pages_bytes = (bytes + page - 1) / page * page;
+  std::size_t const tail = (bytes + large - 1) / large * large - pages_bytes;
+  if (tail == 0) return Layout::whole_large_pages;
+  bool const lends = options.share_large_page_tails && (options.max_lent_tail_bytes == 0 || tail <= options.max_lent_tail_bytes);
+  return lends ? Layout::lent_tail : Layout::large_then_small;
+}
+
+/// Replays `ops` on an Arena with `options` over an H200's bookkeeping and prints, per layout, the requests and
+/// the pages they moved: which requests the cached runs, as they lie, do not serve.
+void print_moves_by_layout(const std::vector<plan::TraceOp>& ops, const ArenaOptions& options) {
+  test::BookkeepingBackend backend(h200_bytes);
+  Arena arena(backend, options);
+  struct Tally {
+    std::size_t requests = 0;
+    std::size_t moving = 0;  // requests that moved pages
+    std::size_t moved = 0;   // pages they moved
+  };
+  std::array<Tally, static_cast<std::size_t>(Layout::count)> tally{};
+  std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
+  for (auto const& op : ops) {
+    if (op.allocate && op.bytes != 0) {
+      std::size_t const before = arena.stats().pages_moved;
+      try {
+        live.emplace(op.id, std::pair{arena.allocate(op.bytes), op.bytes});
+      } catch (const OutOfMemory&) {
+        continue;
+      }
+      std::size_t const moved = arena.stats().pages_moved - before;
+      Tally& t = tally[static_cast<std::size_t>(layout_of(op.bytes, options, arena.page_bytes(), arena.large_page_bytes()))];
+      ++t.requests;
+      t.moving += moved != 0 ? 1 : 0;
+      t.moved += moved;
+    } else if (auto const found = live.find(op.id); !op.allocate && found != live.end()) {
+      arena.deallocate(found->second.first, found->second.second);
+      live.erase(found);
+    }
+  }
+  for (auto const& [id, entry] : live) arena.deallocate(entry.first, entry.second);
+  static constexpr std::array<const char*, static_cast<std::size_t>(Layout::count)> names = {
+      "slab blocks", "small pages", "whole large pages", "large pages, tail lent", "large pages, then small ones"};
+  std::printf("           pages moved by the layout each request's size gives:");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::printf("%s %s: %zu of %zu requests moved %zu", i == 0 ? "" : ";", names[i], tally[i].moving, tally[i].requests,
+                tally[i].moved);
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (prints the numbers)", "[.profile_csv]") {
@@ -260,6 +316,7 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
     std::printf("           chunks created by size:");
     for (auto const& [bytes, count] : r.created_by_size) std::printf(" %zu of %zu MiB", count, bytes / MiB);
     std::printf("\n");
+    print_moves_by_layout(ops, options);
   }
 }
 
