@@ -203,13 +203,17 @@ inline std::size_t rounded_bytes(const Arena& arena, std::size_t bytes) {
 /// uses it to give memory back, by trim(), when too much is held).
 using AfterFree = std::function<void(Arena&, std::size_t rounded_live_bytes)>;
 
+/// Called after each allocation of a replay that succeeded, with the bytes asked for and the pages
+/// it moved (a profile uses it to see which requests move pages).
+using AfterAllocate = std::function<void(std::size_t bytes, std::size_t pages_moved)>;
+
 /// Replays `ops` on `arena` (one stream), as cuvmm-plan's replay_trace does.
 /// With `largest_up_to` not 0, the largest allocation that succeeds at the end (up to that many
 /// bytes) is measured before the survivors are freed. With `bookkeeping`, the backend of `arena`,
 /// the replay's estimated H200 driver time is recorded.
 inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, std::size_t max_points = 2000,
                           const AfterFree& after_free = {}, std::size_t largest_up_to = 0,
-                          const BookkeepingBackend* bookkeeping = nullptr) {
+                          const BookkeepingBackend* bookkeeping = nullptr, const AfterAllocate& after_allocate = {}) {
   ArenaReplay r;
   std::size_t const stride = std::max<std::size_t>(1, ops.size() / max_points);
   std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
@@ -221,10 +225,12 @@ inline ArenaReplay replay(Arena& arena, const std::vector<plan::TraceOp>& ops, s
     auto const& op = ops[i];
     if (op.allocate) {
       if (op.bytes != 0) {
+        std::size_t const moved_before = after_allocate ? arena.stats().pages_moved : 0;
         try {
           live.emplace(op.id, std::pair{arena.allocate(op.bytes), op.bytes});
           requested += op.bytes;
           rounded += rounded_bytes(arena, op.bytes);
+          if (after_allocate) after_allocate(op.bytes, arena.stats().pages_moved - moved_before);
         } catch (const OutOfMemory&) {
           ++r.failed;
         }

@@ -242,46 +242,42 @@ Layout layout_of(std::size_t bytes, const ArenaOptions& options, std::size_t pag
   return lends ? Layout::lent_tail : Layout::large_then_small;
 }
 
-/// Replays `ops` on an Arena with `options` over an H200's bookkeeping and prints, per layout, the requests and
-/// the pages they moved: which requests the cached runs, as they lie, do not serve.
-void print_moves_by_layout(const std::vector<plan::TraceOp>& ops, const ArenaOptions& options) {
-  test::BookkeepingBackend backend(h200_bytes);
-  Arena arena(backend, options);
+/// Per layout (layout_of), the requests of a replay and the pages they moved: which requests the cached runs, as
+/// they lie, do not serve. Its record() is a replay's AfterAllocate.
+class MovesByLayout {
+ public:
+  MovesByLayout(const ArenaOptions& options, std::size_t page, std::size_t large)
+      : options_(options), page_(page), large_(large) {}
+
+  void record(std::size_t bytes, std::size_t moved) {
+    Tally& t = tally_[static_cast<std::size_t>(layout_of(bytes, options_, page_, large_))];
+    ++t.requests;
+    t.moving += moved != 0 ? 1 : 0;
+    t.moved += moved;
+  }
+
+  void print() const {
+    static constexpr std::array<const char*, static_cast<std::size_t>(Layout::count)> names = {
+        "slab blocks", "small pages", "whole large pages", "large pages, tail lent", "large pages, then small ones"};
+    std::printf("           pages moved by the layout each request's size gives:");
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      std::printf("%s %s: %zu of %zu requests moved %zu", i == 0 ? "" : ";", names[i], tally_[i].moving,
+                  tally_[i].requests, tally_[i].moved);
+    }
+    std::printf("\n");
+  }
+
+ private:
   struct Tally {
     std::size_t requests = 0;
     std::size_t moving = 0;  // requests that moved pages
     std::size_t moved = 0;   // pages they moved
   };
-  std::array<Tally, static_cast<std::size_t>(Layout::count)> tally{};
-  std::unordered_map<std::size_t, std::pair<void*, std::size_t>> live;
-  for (auto const& op : ops) {
-    if (op.allocate && op.bytes != 0) {
-      std::size_t const before = arena.stats().pages_moved;
-      try {
-        live.emplace(op.id, std::pair{arena.allocate(op.bytes), op.bytes});
-      } catch (const OutOfMemory&) {
-        continue;
-      }
-      std::size_t const moved = arena.stats().pages_moved - before;
-      Tally& t = tally[static_cast<std::size_t>(layout_of(op.bytes, options, arena.page_bytes(), arena.large_page_bytes()))];
-      ++t.requests;
-      t.moving += moved != 0 ? 1 : 0;
-      t.moved += moved;
-    } else if (auto const found = live.find(op.id); !op.allocate && found != live.end()) {
-      arena.deallocate(found->second.first, found->second.second);
-      live.erase(found);
-    }
-  }
-  for (auto const& [id, entry] : live) arena.deallocate(entry.first, entry.second);
-  static constexpr std::array<const char*, static_cast<std::size_t>(Layout::count)> names = {
-      "slab blocks", "small pages", "whole large pages", "large pages, tail lent", "large pages, then small ones"};
-  std::printf("           pages moved by the layout each request's size gives:");
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    std::printf("%s %s: %zu of %zu requests moved %zu", i == 0 ? "" : ";", names[i], tally[i].moving, tally[i].requests,
-                tally[i].moved);
-  }
-  std::printf("\n");
-}
+  ArenaOptions options_;
+  std::size_t page_;
+  std::size_t large_;
+  std::array<Tally, static_cast<std::size_t>(Layout::count)> tally_{};
+};
 
 }  // namespace
 
@@ -299,7 +295,9 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
   for (auto const& [path, ops] : traces) {
     test::BookkeepingBackend backend(h200_bytes);
     Arena arena(backend, options);
-    ArenaReplay const r = test::replay(arena, ops, 2000, {}, h200_bytes, &backend);
+    MovesByLayout moves(options, arena.page_bytes(), arena.large_page_bytes());
+    ArenaReplay const r = test::replay(arena, ops, 2000, {}, h200_bytes, &backend,
+                                       [&](std::size_t bytes, std::size_t moved) { moves.record(bytes, moved); });
     print(path.c_str(), r);
     std::printf("           largest allocation after: %.4f of the device's memory less the live bytes; at the end "
                 "(MiB) live %.0f, pinned %.0f, lent %.0f, cached %.0f, pooled %.0f, stale %.0f\n",
@@ -316,7 +314,7 @@ TEST_CASE("profile: traces from CUVMM_PROFILE_TRACES on an H200's bookkeeping (p
     std::printf("           chunks created by size:");
     for (auto const& [bytes, count] : r.created_by_size) std::printf(" %zu of %zu MiB", count, bytes / MiB);
     std::printf("\n");
-    print_moves_by_layout(ops, options);
+    moves.print();
   }
 }
 
