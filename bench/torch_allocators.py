@@ -266,13 +266,13 @@ def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
     shapes = [(b, s) for b, s in shapes if b * s <= 16384 and per_query_key * b * s * s <= attention_budget]
     losses = []
     warmup = 3
-    start = None
-    per_step = []  # each step's seconds (loss.item() ends it on the device) and what it asked of the driver
+    # Each step's seconds and what it asked of the driver. loss.item() waits for all the step's work (one
+    # stream), so the steps' seconds add up to the run's; the driver statistics are read between steps, untimed.
+    per_step = []
+    driver_before = step_driver_work(mode)
     torch.cuda.synchronize()
-    step_start, driver_before = time.perf_counter(), step_driver_work(mode)
     for step, (batch, seq) in enumerate(shapes):
-        if step == warmup:
-            start = step_start
+        step_start = time.perf_counter()
         g = torch.Generator(device="cpu").manual_seed(step)
         ids = torch.randint(0, config.vocab_size, (batch, seq), generator=g).cuda()
         loss = model(input_ids=ids, labels=ids).loss
@@ -280,12 +280,13 @@ def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
-        step_end, driver_after = time.perf_counter(), step_driver_work(mode)
-        per_step.append({"batch": batch, "sequence": seq, "seconds": step_end - step_start,
+        step_seconds = time.perf_counter() - step_start
+        driver_after = step_driver_work(mode)
+        per_step.append({"batch": batch, "sequence": seq, "seconds": step_seconds,
                          **{k: driver_after[k] - driver_before[k] for k in driver_after}})
-        step_start, driver_before = step_end, driver_after
+        driver_before = driver_after
     torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
+    seconds = sum(s["seconds"] for s in per_step[warmup:])
     peak_reserved = torch.cuda.max_memory_reserved()
     peak_live = torch.cuda.max_memory_allocated()
     calls = allocator_calls(torch, mode)  # before the probe below, whose allocations are not training's
