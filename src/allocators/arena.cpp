@@ -1,146 +1,140 @@
-// Arena: how it works (the contract is in include/cuvmm/arena.hpp).
+// Arena: how it works. The contract is in include/cuvmm/arena.hpp; the measurements behind each
+// choice below, and the options that trade along the frontier, are in docs/DESIGN.md ("Arena: what
+// it may lose, and the frontier it trades along"; "Arena: throughput under threads").
 //
-// The Arena is three parts under one lock, a front per stream before them, and the policy that joins them:
+// Rationale. A request is served from pages already mapped wherever they lie, because moving a
+// page to a new address costs a map and an access grant (the grant is most of it; the unmap at the
+// old address is deferred, below), and creating one costs about as much (create, map, grant:
+// `bench_driver_calls --benchmark_filter=driver_calls/`). Stitching scattered pages behind new
+// addresses is the fallback that defeats fragmentation, not the common path.
+//
+// Parts. Four parts under one lock, a front per stream before them, and the policy that joins them:
 //  - PagePool (page_pool.hpp): the address range cut into slots of page_bytes, and every physical
 //    page, small (one slot) or large (L slots), mapped at a slot or pooled unmapped. Knows no streams.
 //  - StreamCaches (stream_caches.hpp): per stream, what it freed and may reuse at once: mapped free
 //    extents of small pages, whole freed large-layout spans, free blocks and open slabs per size
-//    class; with indexes that find another stream's memory without scanning streams.
+//    class, lent slots; with indexes that find another stream's memory without scanning streams.
 //  - Slabs (slabs.hpp): size classes and, per slab page, which blocks are live and at what size.
-//  - StreamFronts (stream_fronts.hpp): per stream, freed small blocks "parked" for that stream
-//    alone, each front under its own mutex. The cached path (a request whose size class the
-//    stream's front holds; a free of a block that front handed out) takes only that mutex, so
-//    threads on their own streams do not meet on the arena's lock. A parked block is still a live
-//    block in the books below, held by its front (`held`), so nothing else takes it; the front
-//    keeps at most stream_front_bytes. What is parked goes back, freed into the stream caches on
-//    the front's stream as if freed then, when a request would otherwise map pages anew: its own
-//    stream's front gives back its largest parked allocations, as many as the request needs (step
-//    3b); when the device then gives no page, one allocation of its key, if it has one, is taken
-//    from the other streams' fronts (3c). A front emptied for another stream's miss would miss on
-//    its own next request, take from the next front in turn, and so on, each miss a turn of the
-//    lock: so one thread's miss leaves the fronts of the threads beside it as they are while the
-//    device has room. Every front is drained before a reclaim (step 9), by trim(), and for one
-//    stream by release_stream(). So parked memory never makes a request move pages or fail; it
-//    can make a request create pages, by at most what the other fronts park (stream_front_bytes
-//    each). A miss, and a free of a block that a front did not hand out, take the lock: such a
-//    free parks the block in its stream's front. Who may reuse what is unchanged: a front serves
-//    only the stream the blocks were freed on; drained, they follow the stream caches' rules.
+//  - WholeChunks (whole_chunks.hpp): ArenaOptions::whole_chunk_bytes, off by default (below).
+//  - StreamFronts (stream_fronts.hpp): per stream, freed small blocks and short runs "parked" for
+//    that stream alone, each front under its own mutex (below).
 // This file keeps the lock, the statistics and the policy: the reclaim ladder (obtain_pages, one
-// line per attempt) and the small-block ladder (allocate_block). bytes_requested and allocations
-// are atomic counters (LiveCounter) that the cached path writes only when a stream allocates more
-// than it freed through its front since (frees are owed, paid by the next allocations, settled
-// under the lock), so that threads on their own streams do not meet on their cache line; stats()
-// reads each front under its lock, so that it sees no cached-path operation half done, subtracts
-// what the fronts owe, and counts parked blocks as freed ones (pinned beside a live block, else
-// their slab is cached).
+// line per attempt) and the small-block ladder (allocate_block).
 //
-// Every slot is in exactly one state: free (PagePool's free set); stale (a pooled page still
+// Slot states. Every slot is in exactly one: free (PagePool's free set); stale (a pooled page still
 // mapped there, PagePool's deferred unmap); reserved by a PagePool::Span during one request;
 // cached (mapped, free, in one stream's cache); a live span (mapped, backing one allocation of
 // whole pages, `live_spans`); a slab (mapped, split into blocks); lent (mapped, free, in a large
 // page that a live span or another lent slot still uses, in one stream's `lent` set: a shared
 // tail, or a borrowed cached large page); a whole chunk (one request's own page of any number of
-// slots, ArenaOptions::whole_chunk_bytes: live in `live_spans`, or idle in `whole` with the stream
-// that freed it, mapped where it lies). ArenaStats reports the physical bytes by these states:
-// live (live spans and chunks, live blocks), pinned (free blocks of slabs with a live block),
-// lent, cached (cached slots, empty slabs and idle whole chunks), pooled; the five add up to
-// bytes_physical.
+// slots: live in `live_spans`, or idle in `whole` with the stream that freed it, mapped where it
+// lies). ArenaStats reports the physical bytes by state: live (live spans and chunks, live
+// blocks), pinned (free blocks of slabs with a live block), lent, cached (cached slots, empty
+// slabs and idle whole chunks), pooled; the five add up to bytes_physical.
 //
-// A request of n slots is a small layout (n < L: all small pages) or a large layout (n >= L: n / L
-// large pages at an L-aligned address, small pages behind). Fragmentation is bounded by
-// construction: pages are created only when no pooled or cached page on the requesting stream can
-// serve, or while the memory held stays within ArenaOptions::max_idle_percent above the bytes live
-// (step 5b: a page created costs what a page moved does, and the cached runs it spares serve later
-// requests where they lie), so pages held exceed pages in use only by that share, by cached memory
-// of other streams (given back by trim() or when the device is full), partly used slabs
-// (bytes_pinned: at most one page per live small block, far less in practice; empty ones are given
-// back as cached memory), less than one small page per allocation, lent slots (at most ArenaOptions::max_lent_bytes plus one large page;
-// any stream's lent slots serve a whole-page request before it fails, step 11), and pooled pages
-// of the other size. Only pinned and lent bytes cannot be given back while their neighbours live.
-// A request that fails gives back every page it created (PagePool::Span), so a failure never
-// leaves the process holding memory it could not use. Address space can fragment, but it is
-// reserved eight times the device's size, and exhaustion unmaps stale mappings, then cached
-// extents, back into it. New runs of several pages are spaced apart (growth_room_bytes of free
-// addresses behind each, PagePool::take_slots) while the device's size of addresses stays free in
-// one piece, so that a cached run can grow in place.
-//
-// Failures: each multi-step change of the books is one transaction object that restores what it
-// changed unless committed, as PagePool::Span does for pages: UncachedRun, a mapped run out of
-// every cache while a request takes it (a cached span or extent cut, grown or partly unmapped, or
-// the page of a new slab), put back into its stream's cache as it was taken; LentChange, the change
-// a free makes to a stream's lent slots before it caches pages beside them, undone; Handout, a run
-// recorded as a live allocation, taken off the books and given back where it came from. A call that
-// fails thus leaves the books as they were, but for what a reclaim step did before the failure.
-// The `catch` blocks left are decisions, each with its reason: step 11 of the reclaim ladder and a
-// large request without its whole last large page (OutOfMemory: try the next way), caching a lent
-// page (best effort: it stays lent), a destructor that cannot throw (an undo that runs out of host
-// memory leaves the run mapped, out of every cache), and the driver shut down at process exit.
-//
-// Churn: moving a page between addresses costs a map and an access grant at the new one, ~30 µs
-// per page on the H200, almost all of it the grant (`bench_driver_calls
-// --benchmark_filter=driver_calls/`: per-call medians; the unmap, another ~16-18 µs, is deferred:
-// below). A replayed trace spends most of its driver time on moves. A page created costs about
-// what a page moved does (a create instead of the deferred unmap), so a move saves memory, not
-// time: while the memory idle stays within max_idle_percent of the bytes live the ladder creates
-// (step 5b), which leaves cached runs where later requests reuse them as they lie; past that it
-// moves as few pages as it can. The stats count them (pages_moved). The unmap at the old addresses is
-// deferred: cache memory given up for a move is retired (PagePool::retire), still mapped, and
-// unmapped only when its addresses are needed, its page is released, or by trim() (stats:
-// bytes_stale). Nor does a move wait for the stream whose cache gave the pages up (step 6): the
-// work it queued may still use them at the old addresses, so they are retired behind a fence, an
-// event recorded there (StreamFence), which is passed before those addresses are unmapped (a host
-// wait only if that work is not done by then) and which a request of another stream that takes
-// such a pooled page waits for on the device (back_and_map). A host wait in the middle of a
-// training step would drain the device's queue, and the moves' driver calls would then hold the
-// device idle instead of overlapping its work (ArenaStats::host_waits counts the waits left).
-// remap_behind alone unmaps at once, as it maps other pages at the same slots: it is taken only
-// once the stream whose cache gives the pages up has no queued work left (queued_work_done, an
-// event query), else the request is served as if that span were not cached. Nor does a request
-// release pooled pages of the other size whose fence is not done (PagePool::release_pooled),
-// until the device is full (step 9, which waits for every stream anyway), unless
-// ArenaOptions::wait_before_create asks it to once the idle share is spent (step 7): then memory
-// comes before the device's queue. A cached run shorter than the request grows in place when the
-// addresses next to it are free (only the missing pages are mapped); new runs are spaced apart so
-// that they usually are. A cached large-layout span is large pages then a small tail, and any whole
-// pages of it serve a request as they lie: a small request takes small pages of its tail; a large
-// request whose small pages its tail holds takes its last large pages and the front of its tail;
-// else a large request takes the span's front (when the request ends inside a large page, that page
-// alone is swapped for small ones). A small request that no cached small page serves borrows the
-// last large page of a cached span of whole large pages where it is mapped (its slots become lent
-// slots, below), rather than unmapping the span, which creates and releases fewer pages. What a
-// request leaves of a span stays cached. Stitching scattered pages behind new addresses is the
-// fallback that beats fragmentation, not the common path; it unmaps only the smallest cached spans
-// that give it the large pages it lacks. A cached span of whole large pages merges with the span of
-// its stream cached right behind it. test/unit/test_arena_trace.cpp replays cuvmm-plan's traces on
-// a bookkeeping backend of the H200's size and bounds the pages moved and the driver calls.
-//
-// Whole chunks (ArenaOptions::whole_chunk_bytes, off by default): a request at or above it takes
-// an idle chunk of its size or up to a sixteenth larger (its own stream's first, another's after an
-// event wait), else a new chunk (PagePool::map_whole): one create, map and grant whatever its size,
-// never moved or stitched. Idle chunks are given back when a chunk cannot be made (the smallest
-// that makes room first, give_back_for_whole) and by reclaim_everything(), so before any request
-// fails; they are not counted as idle memory by step 5b (they serve only their sizes). Measured,
-// they beat the defaults only where the device keeps room for them (docs/DESIGN.md).
+// Layouts. A request of up to half a page is a block of a size-class slab. A request of n slots is
+// a small layout (n < L: all small pages) or a large layout (n >= L: n / L large pages at an
+// L-aligned address, small pages behind). A cached large-layout span is large pages then a small
+// tail, and any whole pages of it serve a request as they lie: a small request takes small pages
+// of its tail; a large request whose small pages its tail holds takes its last large pages and the
+// front of its tail; else a large request takes the span's front (when the request ends inside a
+// large page, that page alone is swapped for small ones). A small request that no cached small
+// page serves borrows the last large page of a cached span of whole large pages where it is mapped
+// (its slots become lent slots) rather than unmapping the span. What a request leaves of a span
+// stays cached; a cached span of whole large pages merges with the span of its stream cached right
+// behind it.
 //
 // Shared tails (ArenaOptions::share_large_page_tails, on by default): a large request takes whole
 // large pages, and the slots of its last one behind the request are lent to later small-page
-// requests of its stream, like a borrowed large page (never to slabs, whose empty pages are
-// unmapped one slot at a time). A large page whose every slot is free again on one stream leaves
-// the lent slots as a cached span; reclaim_everything gathers every stream's lent slots to find the
-// pages freed on several. Freed memory then stays in runs of whole large pages, so far fewer pages
-// move (on the bookkeeping replay of the quick trace, 1075 against 2880, with 1418 maps and 29
-// unmaps against 3987 and 1627), but tails that nothing borrows lower the utilization (0.886
-// against 0.938). ArenaOptions::max_lent_bytes bounds the bytes lent: a large request whose tail
-// would pass it takes small pages for its remainder, and no cached large page is lent. The trade
-// (utilization against driver time, by bound) is `unit_arena_trace "[.profile_lent]"` on the
-// bookkeeping replay and `bench_arena --benchmark_filter=trace/arena_max_lent` on a GPU; the table
-// is in docs/DESIGN.md. ArenaOptions::max_lent_tail_bytes bounds each tail instead: a request
-// that would lend more than that of its last large page takes small pages for its remainder (at
-// half a large page: utilization 0.92/0.96 on the quick/full trace and 0.99 of the free memory for the
-// largest request after the full one, for 1.6-1.8x the estimated driver time; a total bound that
-// reaches 0.99 costs 2.8x). One other way to trade was measured and not adopted: trim() whenever
-// more than a share of the live bytes is idle (`unit_arena_trace "[.profile_trim]"`: 0.98 with
-// shared tails off, for 4.8-10x the driver time).
+// requests of its stream (never to slabs, whose empty pages are unmapped one slot at a time). A
+// large page whose every slot is free again on one stream leaves the lent slots as a cached span;
+// reclaim_everything gathers every stream's lent slots to find the pages freed on several. Freed
+// memory then stays in runs of whole large pages that later requests reuse where they lie, so far
+// fewer pages move, but a lent tail that nothing borrows is held for nothing. Two bounds keep that
+// loss within the first rule of DESIGN.md: ArenaOptions::max_lent_bytes (in all; past it a large
+// request takes small pages for its remainder and no cached large page is lent) and
+// ArenaOptions::max_lent_tail_bytes (per request, 16 MiB by default, half the default large page:
+// a request that would lend more of its last large page takes small pages for its remainder).
+//
+// The reclaim ladder (obtain_pages), cheapest first: (1) the stream's own cache as it lies, (2)
+// another stream's, after an event wait, (3) an own cached run grown in place where the addresses
+// next to it are free, mapping only what it lacks (while the device's size of addresses stays free
+// in one piece, new runs are spaced apart, growth_room_bytes, so that they usually are), (3b) what
+// the stream's front parks, then 1-3 again, (4) free addresses, then the pages behind them: (5)
+// pooled pages, (5b) new pages while the memory held stays within ArenaOptions::max_idle_percent
+// above the bytes live (a page created costs what a page moved does, and the cached runs it spares
+// serve later requests where they lie), (6) the stream's own cached pages, retired behind a fence,
+// (7) the pooled pages of the other size, (8) new pages. When the device gives none: (3c) one run
+// of the request's length that another stream's front parks, and all again; else (9) every stream
+// waited for, everything unmapped, and 5-8 again; (11) a request that lends no tail takes any
+// stream's lent slots, after an event wait; (10) OutOfMemory. A request that fails gives back every
+// page it created (PagePool::Span), so a failure never leaves the process holding memory it could
+// not use.
+//
+// Moves never make the device idle. Pages given up for a move are retired (PagePool::retire), still
+// mapped, and unmapped only when their addresses are needed, their page is released, or by trim()
+// (bytes_stale). A move does not wait for the stream whose cache gave the pages up (step 6): the
+// work it queued may still use them at the old addresses, so they are retired behind an event
+// recorded there (StreamFence), which is passed before those addresses are unmapped (a host wait
+// only if that work is not done by then) and which a request of another stream that takes such a
+// pooled page waits for on the device (back_and_map). A host wait in the middle of a training step
+// would drain the device's queue, and the moves' driver calls would then hold it idle instead of
+// overlapping its work (ArenaStats::host_waits counts the waits left). remap_behind alone unmaps
+// at once, as it maps other pages at the same slots: it is taken only once the stream whose cache
+// gives the pages up has no queued work left (queued_work_done, an event query), else the request
+// is served as if that span were not cached. Nor does a request release pooled pages of the other
+// size whose fence is not done (PagePool::release_pooled) until the device is full (step 9), unless
+// ArenaOptions::wait_before_create asks it to once the idle share is spent (step 7).
+//
+// What is held beyond what is live. Pages are created only when no pooled or cached page on the
+// requesting stream can serve, or within the idle share (5b). So pages held exceed pages in use
+// only by that share, by cached memory of other streams (given back by trim() or when the device
+// is full), partly used slabs (bytes_pinned: at most one page per live small block; empty ones are
+// cached memory), less than one small page per allocation, lent slots (at most max_lent_bytes plus
+// one large page; step 11 lends them before a request fails) and pooled pages of the
+// other size. Only pinned and lent bytes cannot be given back while their neighbours live. Address
+// space can fragment, but it is reserved eight times the device's size, and exhaustion unmaps stale
+// mappings, then cached extents, back into it.
+//
+// Stream fronts (the cached path). A request whose size class its stream's front parks, and the
+// free of a block that front handed out, take only that front's mutex, so threads on their own
+// streams do not meet on the arena's lock. A parked block is still live in the books above, held
+// by its front (`held`), so nothing else takes it; a front keeps at most stream_front_bytes. What
+// is parked goes back, freed into the stream caches on the front's stream as if freed then, when a
+// request would otherwise map pages anew: its own stream's front gives back its largest parked
+// allocations, as many as the request needs (3b); only when the device then gives no page is one
+// allocation of the request's key taken from the other fronts (3c), so one thread's miss leaves
+// the fronts of the threads beside it as they are while the device has room. Every front is drained
+// before a reclaim (step 9), by trim(), and for one stream by release_stream(). So parked memory
+// never makes a request move pages or fail; it can make a request create pages, by at most what
+// the other fronts park. bytes_requested and allocations are atomic counters (LiveCounter) that
+// the cached path writes only when a stream allocates more than it freed through its front since
+// (frees are owed, paid by the next allocations, settled under the lock); stats() reads each front
+// under its lock, subtracts what the fronts owe, and counts parked blocks as freed ones.
+//
+// Whole chunks (ArenaOptions::whole_chunk_bytes): a request at or above it takes an idle chunk of
+// its size or up to a sixteenth larger (its own stream's first, another's after an event wait),
+// else a new chunk (PagePool::map_whole): one create, map and grant whatever its size, never moved
+// or stitched. Idle chunks are given back when a chunk cannot be made (the smallest that makes
+// room first, give_back_for_whole) and by reclaim_everything(), so before any request fails; step
+// 5b does not count them as idle memory (they serve only their sizes).
+//
+// Failures. Each multi-step change of the books is one transaction object that restores what it
+// changed unless committed, as PagePool::Span does for pages: UncachedRun, a mapped run out of
+// every cache while a request takes it (a cached span or extent cut, grown or partly unmapped, or
+// the page of a new slab), put back into its stream's cache as it was taken; LentChange, the
+// change a free makes to a stream's lent slots before it caches pages beside them, undone;
+// Handout, a run recorded as a live allocation, taken off the books and given back where it came
+// from. A call that fails thus leaves the books as they were, but for what a reclaim step did
+// before the failure. The `catch` blocks left are decisions, each with its reason: step 11 of the
+// reclaim ladder and a large request without its whole last large page (OutOfMemory: try the next
+// way), caching a lent page (best effort: it stays lent), a destructor that cannot throw (an undo
+// that runs out of host memory leaves the run mapped, out of every cache), and the driver shut
+// down at process exit.
+//
+// test/unit/test_arena_trace.cpp replays cuvmm-plan's traces on a bookkeeping backend of the
+// H200's size and bounds the pages moved and the driver calls; `unit_arena_trace "[.profile_csv]"`
+// prints where the time and the bytes go for any trace.
 #include <cuvmm/arena.hpp>
 
 #include <algorithm>
