@@ -296,7 +296,7 @@ def headline(folders: list[Folder]) -> list[str]:
                      f"([bench/results/{arena.name}/](bench/results/{arena.name}/README.md)).")
     out = table(HEADLINE_HEADER, rows)
     out += ["", "Below 1 is better for time and peak memory, above 1 for size, utilization and throughput. " +
-            " ".join(notes) + " All figures: [docs/performance.md](docs/performance.md)."]
+            " ".join(notes) + " All figures, and each goal against them: [docs/performance.md](docs/performance.md)."]
     return out
 
 
@@ -400,20 +400,29 @@ def compression_rows(f: Folder) -> list[list[str]]:
 COMPRESSION_HEADER = ["operation", "data", "ordinary GB/s", "compressible GB/s", "compressible / ordinary"]
 
 
-def bench_growth_rows(f: Folder) -> list[list[str]]:
-    """bench_growth: GrowableBuffer with and without mapping ahead against preallocated memory and
-    cudaMalloc copy-and-grow 2x, for each growth measured (mean of the benchmark's iterations)."""
-    if not f.bench_growth:
-        return []
+def bench_growth_runs(f: Folder) -> tuple[dict, list[tuple[str, str]]]:
+    """bench_growth's runs that completed, by (strategy, target, append) as its names spell them, and its
+    growths (target, append) from the smallest."""
     runs = {}
-    for b in f.bench_growth["benchmarks"]:
+    for b in (f.bench_growth or {"benchmarks": []})["benchmarks"]:
         if b.get("error_occurred") or b.get("run_type") == "aggregate":
             continue
         _, strategy, target, append = b["name"].split("/")[:4]
         runs[(strategy, target, append)] = b
     cases = sorted({(b["size_GiB"], b["append_bytes"], t, a) for (s, t, a), b in runs.items()})
+    return runs, [(t, a) for _, _, t, a in cases]
+
+
+def bench_growth_label(b: dict) -> str:
+    return f"{size(round(b['size_GiB'] * GIB))} in {size(b['append_bytes'])}"
+
+
+def bench_growth_rows(f: Folder) -> list[list[str]]:
+    """bench_growth: GrowableBuffer with and without mapping ahead against preallocated memory and
+    cudaMalloc copy-and-grow 2x, for each growth measured (mean of the benchmark's iterations)."""
+    runs, cases = bench_growth_runs(f)
     rows = []
-    for _, _, target, append in cases:
+    for target, append in cases:
         limit = runs.get(("preallocated", target, append))
         grow = runs.get(("growable", target, append))
         if not limit or not grow:
@@ -422,8 +431,7 @@ def bench_growth_rows(f: Folder) -> list[list[str]]:
             b = runs.get((strategy, target, append))
             return f"{b['real_time'] / base['real_time']:.3f}" if b and b.get("completed") == 1 else "did not fit"
         copy = runs.get(("cudaMalloc_copy_grow_2x", target, append))
-        rows.append([f"{size(round(grow['size_GiB'] * GIB))} in {size(grow['append_bytes'])}",
-                     f"{grow.get('processes', 1)} × {grow['iterations']}",
+        rows.append([bench_growth_label(grow), f"{grow.get('processes', 1)} × {grow['iterations']}",
                      f"{limit['real_time']:.2f}", over("growable", limit),
                      over("growable_no_map_ahead", limit), over("cudaMalloc_copy_grow_2x", limit),
                      over("growable", copy) if copy and copy.get("completed") == 1 else "-",
@@ -577,14 +585,16 @@ def decode_rows(f: Folder) -> list[list[str]]:
     names = {"preallocated": "preallocated at the maximum length", "growable": "`cuvmm_torch.GrowableTensor`",
              "growable_premapped": "`cuvmm_torch.GrowableTensor`, every row mapped at the start",
              "cat": "`torch.cat` per token"}
-    rows = []
-    for v in f.torch_decode["summary"]:
-        runs = next(r["runs"] for r in f.torch_decode["variants"] if r["kind"] == v["kind"] and r["graphs"] == v["graphs"])
-        caches = statistics.median(decode_cache_bytes(r, f.torch_decode["config"], v["kind"]) for r in runs)
-        rows.append([names.get(v["kind"], v["kind"]) + (", CUDA graphs" if v["graphs"] else ""),
-                     f"{v['tokens_per_second']:.0f}", decode_ratio(v),
-                     f"{caches / v['tokens_held_bytes']:.3f}", f"{v['peak_over_tokens_held']:.3f}"])
-    return rows
+    return [[names.get(v["kind"], v["kind"]) + (", CUDA graphs" if v["graphs"] else ""),
+             f"{v['tokens_per_second']:.0f}", decode_ratio(v), f"{decode_cache_share(f, v):.3f}",
+             f"{v['peak_over_tokens_held']:.3f}"]
+            for v in f.torch_decode["summary"]]
+
+
+def decode_cache_share(f: Folder, v: dict) -> float:
+    """A kind's key/value cache memory over the bytes of the tokens it held: the median over its runs."""
+    runs = next(r["runs"] for r in f.torch_decode["variants"] if r["kind"] == v["kind"] and r["graphs"] == v["graphs"])
+    return statistics.median(decode_cache_bytes(r, f.torch_decode["config"], v["kind"]) for r in runs) / v["tokens_held_bytes"]
 
 
 def decode_ratio(row: dict) -> str:
@@ -757,6 +767,187 @@ def torch_growth_text(f: Folder) -> str:
             f"{f.torch_growth['torch']}): rows appended one at a time, each run in a fresh process, the median:")
 
 
+GOALS_TEXT = ("What cuvmm sets out to reach, each goal against what this folder's files measured (a goal whose "
+              "files are not here is left out). The Arena's goals are its three rules in order of priority "
+              "([docs/DESIGN.md](DESIGN_LINK)): fragmentation-proof, no slower than the allocator it replaces, and "
+              "more of what it holds in use; where no default meets a rule, DESIGN.md gives the measured frontier "
+              "and the option that trades it.")
+
+
+def verdict(missed: list[str]) -> str:
+    """"yes", or "no: " and the cases that missed."""
+    return "yes" if not missed else "no: " + "; ".join(missed)
+
+
+def growth_goal_rows(f: Folder) -> list[list[str]]:
+    """bench_growth against the growth goals: time near preallocated memory's, a fraction of copy-and-grow's,
+    and no append that stalls."""
+    runs, cases = bench_growth_runs(f)
+    over_limit, over_copy, p99 = [], [], []
+    for target, append in cases:
+        grow, limit = runs.get(("growable", target, append)), runs.get(("preallocated", target, append))
+        if not grow or not limit:
+            continue
+        label = bench_growth_label(grow)
+        over_limit.append((label, grow["real_time"] / limit["real_time"]))
+        p99.append((label, grow["p99_append_us"]))
+        gib = grow["size_GiB"]
+        if gib >= 1:
+            bound = 0.7 if gib < 4 else 0.35 if gib < 64 else 0.2
+            copy = runs.get(("cudaMalloc_copy_grow_2x", target, append))
+            ratio = grow["real_time"] / copy["real_time"] if copy and copy.get("completed") == 1 else None
+            over_copy.append((label, bound, ratio))
+    rows = []
+    if over_limit:
+        rows.append(["`GrowableBuffer`: time at most 1.10x that of the same appends into preallocated memory",
+                     ", ".join(f"{label} {r:.3f}" for label, r in over_limit),
+                     verdict([label for label, r in over_limit if round(r, 3) > 1.10])])
+    if over_copy:
+        rows.append(["`GrowableBuffer`: time at most 0.7x (1 GiB), 0.35x (4 GiB), 0.2x (64 GiB and more) that of "
+                     "cudaMalloc copy-and-grow 2x",
+                     ", ".join(f"{label} {r:.3f}" if r is not None else f"{label}: copy-and-grow does not fit"
+                               for label, _, r in over_copy),
+                     verdict([label for label, bound, r in over_copy if r is not None and round(r, 3) > bound])])
+    if p99:
+        rows.append(["`GrowableBuffer`: the 99th percentile of one append at most 0.5 ms",
+                     ", ".join(f"{label} {us:.0f} µs" for label, us in p99),
+                     verdict([label for label, us in p99 if us > 500])])
+    return rows
+
+
+def torch_growth_goal_rows(f: Folder) -> list[list[str]]:
+    """torch_growth.json against the growing tensor's goal: preallocated memory's time and its size."""
+    mine = [r for r in (f.torch_growth or {"summary": []})["summary"] if r["method"] == "growable"]
+    if not mine:
+        return []
+    def label(case: str) -> str:
+        return case.replace("_", " in ").replace("GiB", " GiB").replace("MiB", " MiB") + " rows"
+    return [["`cuvmm_torch.GrowableTensor`: time and peak memory at most 1.10x those of a tensor preallocated at "
+             "the final size", ", ".join(f"{label(r['case'])} {r['time_over_preallocated']:.3f}, "
+                                         f"{r['peak_over_size']:.3f}" for r in mine),
+             verdict([label(r["case"]) for r in mine
+                      if round(r["time_over_preallocated"], 3) > 1.10 or round(r["peak_over_size"], 3) > 1.10])]]
+
+
+def decode_goal_rows(f: Folder) -> list[list[str]]:
+    """torch_decode.json against the decode loop's goal: preallocated caches' speed in the memory of the tokens."""
+    mine = [v for v in (f.torch_decode or {"summary": []})["summary"] if v["kind"] == "growable"]
+    if not mine:
+        return []
+    def label(v: dict) -> str:
+        return "CUDA graphs" if v["graphs"] else "eager"
+    return [["A decode loop with `GrowableTensor` key/value caches: tokens/s at least 0.98x those of caches "
+             "preallocated at the maximum length, cache memory at most 1.10x the tokens held",
+             ", ".join(f"{label(v)} {v['tokens_per_second_over_preallocated']:.3f}x, {decode_cache_share(f, v):.3f}"
+                       for v in mine),
+             verdict([label(v) for v in mine
+                      if round(v["tokens_per_second_over_preallocated"], 3) < 0.98
+                      or round(decode_cache_share(f, v), 3) > 1.10])]]
+
+
+def arena_goal_rows(f: Folder) -> list[list[str]]:
+    """The Arena's three rules, then its real model, threads and cached pair, against the files that measure them."""
+    rows = []
+    random = [r for r in (f.torch_allocators or {"summary": []})["summary"] if r["workload"].startswith("random:")]
+    by = {(r["workload"], r["mode"]): r for r in random}
+    traces = sorted({w for w, m in by if m == "cuvmm"})
+    with_expandable = [w for w in traces if (w, "expandable") in by]
+    if with_expandable:
+        rows.append(["Fragmentation-proof: after every trace the largest allocation that succeeds is at least 0.985 "
+                     "of the memory free at the start less the bytes live, and no less than expandable segments reach "
+                     "(PyTorch)",
+                     ", ".join(f"`{w}` {by[(w, 'cuvmm')]['largest_after_share']:.3f} "
+                               f"(expandable {by[(w, 'expandable')]['largest_after_share']:.3f})" for w in with_expandable),
+                     verdict([f"`{w}`" for w in with_expandable
+                              if round(by[(w, "cuvmm")]["largest_after_share"], 3) < 0.985
+                              or round(by[(w, "cuvmm")]["largest_after_share"], 3)
+                              < round(by[(w, "expandable")]["largest_after_share"], 3)])])
+    medians = {trace: trace_medians(runs) for trace, runs in f.bench_arena_traces.items()}
+    arena = "trace/arena/page_MiB:2"
+    cpp = {t: m for t, m in medians.items() if arena in m and not m[arena]["failed"]}
+    def trace_label(t: str) -> str:
+        return "cuvmm-plan's full" if t == "full" else f"`{t.replace('_', ':')}`"
+    def peers(m: dict, names: tuple[str, ...]) -> list[str]:
+        return [n for n in names if f"trace/{n}" in m and not m[f"trace/{n}"]["failed"]]
+    if any(peers(m, ("cudaMallocAsync",)) for m in cpp.values()):
+        missed, measured = [], []
+        for t, m in cpp.items():
+            ratios = [(n, m[arena]["seconds"] / m[f"trace/{n}"]["seconds"]) for n in peers(m, ("cudaMallocAsync", "rmm_pool"))]
+            measured.append(f"{trace_label(t)} " + ", ".join(f"{r:.2f}x {n.replace('rmm_pool', 'RMM pool')}" for n, r in ratios))
+            missed += [f"{trace_label(t)} against {n.replace('rmm_pool', 'RMM pool')}" for n, r in ratios if round(r, 2) > 1.0]
+        rows.append(["No slower than what it replaces, in C++: replay time at most cudaMallocAsync's and RMM's pool's",
+                     "; ".join(measured), verdict(missed)])
+    with_default = [w for w in traces if (w, "default") in by]
+    if with_default:
+        rows.append(["No slower than what it replaces, through PyTorch: replay time at most the default allocator's",
+                     ", ".join(f"`{w}` {by[(w, 'cuvmm')]['time_vs_default']:.2f}x" for w in with_default),
+                     verdict([f"`{w}`" for w in with_default if round(by[(w, "cuvmm")]["time_vs_default"], 2) > 1.0])])
+    utilization = []  # (trace, the Arena's, [(peer, its)])
+    for t, m in cpp.items():
+        utilization.append((trace_label(t), m[arena]["utilization"],
+                            [(n.replace("rmm_pool", "RMM pool").replace("rmm_arena", "RMM arena"), m[f"trace/{n}"]["utilization"])
+                             for n in peers(m, ("cudaMallocAsync", "rmm_pool", "rmm_arena"))]))
+    for w in traces:
+        utilization.append((f"`{w}` through PyTorch", by[(w, "cuvmm")]["utilization"],
+                            [(TORCH_PEER_NAMES[mode], by[(w, mode)]["utilization"]) for mode in TORCH_PEER_NAMES if (w, mode) in by]))
+    if utilization:
+        rows.append(["More of what it holds in use: peak live / peak held at least 0.95, and above every peer's",
+                     ", ".join(f"{t} {mine:.3f} (best peer {max(u for _, u in others):.3f})" if others else f"{t} {mine:.3f}"
+                               for t, mine, others in utilization),
+                     verdict([t for t, mine, others in utilization
+                              if round(mine, 3) < 0.95 or any(round(mine, 3) <= round(u, 3) for _, u in others)])])
+    decoder = {r["mode"]: r for r in (f.torch_allocators_decoder or {"summary": []})["summary"] if r["workload"] == "decoder"}
+    if {"cuvmm", "default", "expandable"} <= decoder.keys():
+        mine, faster = decoder["cuvmm"], min(decoder["default"]["seconds"], decoder["expandable"]["seconds"])
+        identical = f.torch_allocators_decoder.get("decoder_losses_identical")
+        peak, time = mine["peak_reserved"] / decoder["expandable"]["peak_reserved"], mine["seconds"] / faster
+        missed = (["peak"] if round(peak, 3) > 1.0 else []) + (["time"] if round(time, 3) > 1.0 else []) + \
+                 ([] if identical else ["losses"])
+        rows.append(["A real model (a decoder trained on batches of varying shape, PyTorch): peak reserved at most "
+                     "expandable segments', time at most the faster of the default allocator and expandable segments, "
+                     "the same losses",
+                     f"peak {peak:.3f}x expandable, time {time:.3f}x the faster, losses "
+                     + ("identical" if identical else "not identical" if identical is False else "not compared"),
+                     verdict(missed)])
+    rate, _ = thread_rates(f.bench_arena)
+    counts = sorted(n for (name, n) in rate if name == "arena" and ("cudaMallocAsync", n) in rate)
+    if 1 in counts:
+        one = rate[("arena", 1)]
+        missed = [f"{n} threads below one" for n in counts if rate[("arena", n)] < one]
+        missed += [f"{n} threads under 3x cudaMallocAsync" for n in counts if rate[("arena", n)] < 3 * rate[("cudaMallocAsync", n)]]
+        if 16 in counts and rate[("arena", 16)] < 4 * one:
+            missed.append("16 threads under 4x one")
+        rows.append(["Under threads on their own streams: alloc+free pairs per second never below one thread's, at "
+                     "least 4x it at 16 threads, and at least 3x cudaMallocAsync's at every count",
+                     "; ".join((f"{n} threads: {rate[('arena', n)] / one:.2f}x one thread, " if n != 1 else "1 thread: ")
+                               + f"{rate[('arena', n)] / rate[('cudaMallocAsync', n)]:.0f}x cudaMallocAsync" for n in counts),
+                     verdict(missed)])
+    pairs = {row[0]: float(row[1]) for row in arena_pair_rows(f)}
+    if pairs:
+        rows.append(["The cached pair (one allocation and its free) at most 0.1 µs",
+                     ", ".join(f"{k} {ns:.0f} ns" for k, ns in pairs.items()),
+                     verdict([k for k, ns in pairs.items() if round(ns) > 100])])
+    return rows
+
+
+TORCH_PEER_NAMES = {"default": "default", "expandable": "expandable"}
+GOALS_HEADER = ["goal", "measured here", "met"]
+
+
+def goal_rows(f: Folder) -> list[list[str]]:
+    return growth_goal_rows(f) + torch_growth_goal_rows(f) + decode_goal_rows(f) + arena_goal_rows(f)
+
+
+def goals_lines(f: Folder, heading: str, design: str) -> list[str]:
+    """The goals' section of a folder (`design`: the link to docs/DESIGN.md from the page); none without rows."""
+    rows = goal_rows(f)
+    if not rows:
+        return []
+    met = sum(row[2] == "yes" for row in rows)
+    return ["", f"{heading} Against the goals", "", GOALS_TEXT.replace("DESIGN_LINK", design) +
+            f" Met here: {met} of {len(rows)}.", ""] + table(GOALS_HEADER, rows)
+
+
 def torch_lines(f: Folder, heading: str) -> list[str]:
     out = []
     rows = torch_random_rows(f)
@@ -845,6 +1036,7 @@ def folder_readme(f: Folder) -> str:
     out += ["", "`bash scripts/bench-results.sh OUT_DIR` reruns these benchmarks on a GPU and "
             "writes their files to OUT_DIR; copied into a folder of `bench/results/`, `python3 scripts/results.py` "
             "writes its README."]
+    out += goals_lines(f, "##", "../../../docs/DESIGN.md")
     if p:
         out += plan_sections(f)
     rows = bench_growth_rows(f)
@@ -908,10 +1100,12 @@ def performance_section(folders: list[Folder]) -> list[str]:
         rel = f"../bench/results/{f.name}"
         if not f.plan:
             out += [f"### {f.device}", "", f"Benchmarks without a cuvmm-plan run; every file in [{rel}/]({rel}/README.md)."]
+            out += goals_lines(f, "####", "DESIGN.md")
         else:
             out += [f"### {f.device}", "",
-                    f"`cuvmm-plan --profile {f.plan['profile']}`; every file in [{rel}/]({rel}/README.md).", "",
-                    "Growth of one `GrowableBuffer` against fills into preallocated memory and cudaMalloc copy-and-grow 2x:", ""]
+                    f"`cuvmm-plan --profile {f.plan['profile']}`; every file in [{rel}/]({rel}/README.md)."]
+            out += goals_lines(f, "####", "DESIGN.md")
+            out += ["", "Growth of one `GrowableBuffer` against fills into preallocated memory and cudaMalloc copy-and-grow 2x:", ""]
             out += table(GROWTH_HEADER, growth_rows(f))
             out += ["", f"![growth on the {f.device}]({rel}/growth_time.png)", "",
                     f"The allocation trace ({f.trace_text()}):", ""]
