@@ -2,7 +2,7 @@
 allocator, its expandable segments, and cuvmm's Arena through the cuvmm_torch package.
 
     python3 bench/torch_allocators.py random  [--seeds 1,2,3] [--ops 20000] [--repeats 3] [--json FILE]
-    python3 bench/torch_allocators.py decoder [--steps 40] [--repeats 3] [--json FILE]
+    python3 bench/torch_allocators.py decoder [--steps 40] [--repeats 3] [--warm-passes] [--json FILE]
     python3 bench/torch_allocators.py all     [...]
     python3 bench/torch_allocators.py traces --out DIR [--seeds 1,2,3] [--ops 20000] [--free-bytes N]
 
@@ -34,6 +34,10 @@ Workloads:
   every allocator). Each run's `per_step` in the JSON has every step's seconds (warm-up steps
   included, `warmup_steps` of them) and, under cuvmm_torch, the Arena's driver seconds, pages moved,
   pages created and host waits in that step: where one allocator's time goes beside another's.
+  `--warm-passes` then trains the same shapes twice more, every allocation one the allocator has served:
+  timed (`warm_steps`) and each step under torch.profiler (`profiled_steps`, the device's busy seconds),
+  which tells an allocator's host cost from what its memory does to the kernels (the largest tensor
+  after is then probed after those passes).
   `--trace-out FILE` also writes its allocations and frees (recorded with
   torch.cuda.memory._record_memory_history) as cuvmm's trace CSV, to replay the real model on the
   host: `CUVMM_PROFILE_TRACES=FILE unit_arena_trace "[.profile_csv]"` (e.g. after
@@ -235,7 +239,38 @@ def step_driver_work(mode: str) -> dict:
             "pages_moved": s["pages_moved"], "chunks_created": s["chunks_created"], "host_waits": s["host_waits"]}
 
 
-def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
+def device_busy_seconds(events, device_type) -> float:
+    """The seconds the device spent in the kernels, copies and fills among a profiler's `events` (those of
+    `device_type`: torch.autograd.DeviceType.CUDA). The decoder runs on one stream, so they do not overlap."""
+    return sum(e.time_range.elapsed_us() for e in events if e.device_type == device_type) / 1e6
+
+
+def warm_passes(torch, mode: str, train_step, shapes) -> dict:
+    """The training steps of `shapes` twice more, every one of them a shape the allocator has served: once timed
+    as the first pass was (`warm_steps`: seconds, and the Arena's driver work, per step), once each step under
+    torch.profiler (`profiled_steps`: the device's busy seconds per step; their wall seconds include the
+    profiler's). Beside the first pass they tell an allocator's host cost from what its memory does to the
+    kernels' speed."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    warm, profiled = [], []
+    before = step_driver_work(mode)
+    for step, (batch, seq) in enumerate(shapes):
+        start = time.perf_counter()
+        train_step(step, batch, seq)
+        seconds = time.perf_counter() - start
+        after = step_driver_work(mode)
+        warm.append({"batch": batch, "sequence": seq, "seconds": seconds, **{k: after[k] - before[k] for k in after}})
+        before = after
+    for step, (batch, seq) in enumerate(shapes):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            train_step(step, batch, seq)
+        profiled.append({"batch": batch, "sequence": seq, "device_seconds": device_busy_seconds(prof.events(), DeviceType.CUDA)})
+    return {"warm_steps": warm, "profiled_steps": profiled}
+
+
+def run_decoder(mode: str, steps: int, trace_out: str | None = None, warm: bool = False) -> dict:
     torch = setup(mode)
     import random
 
@@ -264,22 +299,26 @@ def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
     attention_budget = 0.6 * torch.cuda.get_device_properties(0).total_memory
     per_query_key = 6 * config.num_hidden_layers * config.num_attention_heads
     shapes = [(b, s) for b, s in shapes if b * s <= 16384 and per_query_key * b * s * s <= attention_budget]
-    losses = []
-    warmup = 3
-    # Each step's seconds and what it asked of the driver. loss.item() waits for all the step's work (one
-    # stream), so the steps' seconds add up to the run's; the driver statistics are read between steps, untimed.
-    per_step = []
-    driver_before = step_driver_work(mode)
-    torch.cuda.synchronize()
-    for step, (batch, seq) in enumerate(shapes):
-        step_start = time.perf_counter()
+    def train_step(step: int, batch: int, seq: int) -> float:
+        """One training step on batch `step`'s tokens; its loss. loss.item() waits for all the step's work."""
         g = torch.Generator(device="cpu").manual_seed(step)
         ids = torch.randint(0, config.vocab_size, (batch, seq), generator=g).cuda()
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        return loss.item()
+
+    losses = []
+    warmup = 3
+    # Each step's seconds and what it asked of the driver. The steps run on one stream, so their seconds add
+    # up to the run's; the driver statistics are read between steps, untimed.
+    per_step = []
+    driver_before = step_driver_work(mode)
+    torch.cuda.synchronize()
+    for step, (batch, seq) in enumerate(shapes):
+        step_start = time.perf_counter()
+        losses.append(train_step(step, batch, seq))
         step_seconds = time.perf_counter() - step_start
         driver_after = step_driver_work(mode)
         per_step.append({"batch": batch, "sequence": seq, "seconds": step_seconds,
@@ -293,16 +332,17 @@ def run_decoder(mode: str, steps: int, trace_out: str | None = None) -> dict:
     if trace_out:
         write_trace(trace_out, snapshot_trace(torch.cuda.memory._snapshot(), torch.cuda.current_device()))
         torch.cuda.memory._record_memory_history(enabled=None)
+    passes = warm_passes(torch, mode, train_step, shapes) if warm else {}
     free_now, _ = torch.cuda.mem_get_info()
     largest = largest_that_fits(torch, free_now + torch.cuda.memory_reserved())
     return {"workload": "decoder", "mode": mode, "seconds": seconds, "steps": len(shapes) - warmup,
             "peak_live": peak_live, "peak_reserved": peak_reserved, "utilization": peak_live / peak_reserved,
-            "largest_after": largest, "losses": losses, "warmup_steps": warmup, "per_step": per_step, **calls}
+            "largest_after": largest, "losses": losses, "warmup_steps": warmup, "per_step": per_step, **calls, **passes}
 
 
 def child(args) -> int:
     if args.workload == "decoder":
-        result = run_decoder(args.mode, args.steps, args.trace_out)
+        result = run_decoder(args.mode, args.steps, args.trace_out, args.warm_passes)
     else:
         result = run_random(args.mode, int(args.workload.split(":")[1]), args.ops)
     print("RESULT " + json.dumps(result), flush=True)
@@ -312,8 +352,9 @@ def child(args) -> int:
 def child_command(workload: str, mode: str, args) -> list[str]:
     """The command line of the fresh process that measures `workload` under `mode`."""
     trace = ["--trace-out", args.trace_out] if args.trace_out and workload == "decoder" else []
+    warm = ["--warm-passes"] if args.warm_passes and workload == "decoder" else []
     return [sys.executable, __file__, workload, "--child", "--mode", mode, "--ops", str(args.ops),
-            "--steps", str(args.steps), *trace]
+            "--steps", str(args.steps), *trace, *warm]
 
 
 def one(workload: str, mode: str, args) -> dict | None:
@@ -370,6 +411,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", help="write every result and the summary to this file")
     parser.add_argument("--trace-out", help="decoder: write its allocations and frees as cuvmm's trace CSV to this "
                         "file (each run overwrites it; its time then includes the recording)")
+    parser.add_argument("--warm-passes", action="store_true",
+                        help="decoder: after training, train the same shapes twice more, timed and under torch.profiler "
+                        "(warm_steps, profiled_steps); the largest tensor after is then probed after them")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     return parser

@@ -748,6 +748,32 @@ def decoder_step_rows(f: Folder) -> tuple[int, int, list[list[str]]]:
     return len(driver), steps - warmup - len(driver), rows
 
 
+def decoder_warm_rows(f: Folder) -> list[list[str]]:
+    """The decoder's passes over the same shapes after training (`--warm-passes`), per allocator: the medians over
+    its runs of the timed steps' seconds summed, in training and in the warm pass, of the device's busy seconds in
+    the profiled pass, and of the Arena's driver seconds in the warm pass. No rows for files without them."""
+    runs = [r for r in f.torch_allocators_decoder["results"] if r["workload"] == "decoder" and "warm_steps" in r]
+    rows = []
+    for mode in dict.fromkeys(r["mode"] for r in runs):
+        mine = [r for r in runs if r["mode"] == mode]
+        def median_sum(key: str, field: str) -> float:
+            return statistics.median(sum(s.get(field, 0.0) for s in r[key][r["warmup_steps"]:]) for r in mine)
+        driver = f"{median_sum('warm_steps', 'driver_seconds'):.3f}" if mode.startswith("cuvmm") else "-"
+        rows.append([TORCH_MODE_NAMES.get(mode, mode), f"{median_sum('per_step', 'seconds'):.3f}",
+                     f"{median_sum('warm_steps', 'seconds'):.3f}", f"{median_sum('profiled_steps', 'device_seconds'):.3f}",
+                     driver])
+    return rows
+
+
+DECODER_WARM_HEADER = ["allocator", "training, s", "warm pass, s", "device busy in the profiled pass, s",
+                       "driver calls in the warm pass, s"]
+DECODER_WARM_TEXT = ("The same shapes trained twice more after training (`--warm-passes`), every allocation one the "
+                     "allocator has served: timed as training was, then each step under torch.profiler for the "
+                     "device's busy time. Where the warm pass takes an allocator longer than another while the device "
+                     "is as busy, the difference points to its host cost; where the device is busier, to its memory slowing the "
+                     "kernels (the timed steps' seconds summed, medians over the runs):")
+
+
 TORCH_GROWTH_NAMES = {"preallocated": "preallocated at the final size", "growable": "`cuvmm_torch.GrowableTensor`",
                       "cat": "`torch.cat` per append"}
 TORCH_GROWTH_HEADER = ["growth", "tensor", "median seconds", "time / preallocated", "peak memory / size"]
@@ -967,6 +993,10 @@ def torch_lines(f: Folder, heading: str) -> list[str]:
                         "others (each run's `per_step` in the JSON):", ""]
             out += table(["allocator", f"{with_driver} steps with the Arena's driver calls, s",
                           f"the other {without} steps, s"], rows)
+        rows = decoder_warm_rows(f)
+        if rows:
+            out += ["", DECODER_WARM_TEXT, ""]
+            out += table(DECODER_WARM_HEADER, rows)
     rows = torch_growth_rows(f)
     if rows:
         out += ["", f"{heading} A growing tensor in PyTorch", "", torch_growth_text(f), ""]

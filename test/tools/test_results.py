@@ -129,6 +129,31 @@ class BenchmarksOnlyFolder(unittest.TestCase):
         self.assertIn("| allocator | 2 steps with the Arena's driver calls, s | the other 1 steps, s |",
                       results.folder_readme(folder))
 
+    def test_the_warm_passes_are_summed_over_the_timed_steps_with_medians_over_the_runs(self):
+        self.assertEqual(results.decoder_warm_rows(self.folder), [])  # an older file: no table
+        self.assertNotIn("--warm-passes", results.folder_readme(self.folder))
+
+        def run(mode, seconds, warm, busy, driver=None):
+            return {"workload": "decoder", "mode": mode, "steps": 2, "warmup_steps": 1,
+                    "per_step": [{"seconds": t, **({"driver_seconds": 0.0} if driver else {})} for t in seconds],
+                    "warm_steps": [{"seconds": t, **({"driver_seconds": d} if driver else {})}
+                                   for t, d in zip(warm, driver or warm)],
+                    "profiled_steps": [{"device_seconds": b} for b in busy]}
+
+        data = json.loads((self.path / "torch_allocators_decoder.json").read_text())
+        # Step 0 of each pass is left out, as the training's warm-up step is; each column is its median over the runs.
+        data["results"] = [run("default", [9.0, 1.0, 2.0], [9.0, 0.9, 1.9], [9.0, 0.8, 1.7]),
+                           run("cuvmm", [9.0, 1.1, 2.1], [9.0, 1.0, 2.0], [9.0, 0.8, 1.7], [9.0, 0.0, 0.001]),
+                           run("cuvmm", [9.0, 1.3, 2.3], [9.0, 1.1, 2.1], [9.0, 0.8, 1.8], [9.0, 0.0, 0.003]),
+                           run("cuvmm", [9.0, 1.2, 2.2], [9.0, 1.2, 2.2], [9.0, 0.9, 1.8], [9.0, 0.0, 0.002])]
+        (self.path / "torch_allocators_decoder.json").write_text(json.dumps(data))
+        folder = results.Folder(self.path)
+        self.assertEqual(results.decoder_warm_rows(folder),
+                         [["PyTorch's caching allocator", "3.000", "2.800", "2.500", "-"],
+                          ["cuvmm_torch (the Arena)", "3.400", "3.200", "2.600", "0.002"]])
+        self.assertIn("| allocator | training, s | warm pass, s | device busy in the profiled pass, s |",
+                      results.folder_readme(folder))
+
     def test_the_arenas_driver_work_names_its_host_waits_where_they_were_recorded(self):
         run = {"driver_seconds": 0.3, "chunks_created": 40, "pages_moved": 8}
         self.assertEqual(results.driver_work(run), "300 ms: 40 pages created, 8 moved")

@@ -49,6 +49,14 @@ class SnapshotTrace(unittest.TestCase):
         random = ta.make_parser().parse_args(ta.child_command("random:1", "default", parent)[2:])
         self.assertEqual((decoder.child, decoder.trace_out, random.trace_out), (True, "/tmp/d.csv", None))
 
+    def test_only_the_decoders_child_makes_the_warm_passes(self):
+        parent = ta.make_parser().parse_args(["all", "--warm-passes"])
+        decoder = ta.make_parser().parse_args(ta.child_command("decoder", "default", parent)[2:])
+        random = ta.make_parser().parse_args(ta.child_command("random:1", "default", parent)[2:])
+        self.assertEqual((decoder.warm_passes, random.warm_passes), (True, False))
+        plain = ta.make_parser().parse_args(["decoder"])
+        self.assertFalse(ta.make_parser().parse_args(ta.child_command("decoder", "default", plain)[2:]).warm_passes)
+
 
 class RandomTraces(unittest.TestCase):
     def test_every_allocation_is_freed_at_most_once_and_after_it_was_made(self):
@@ -97,6 +105,75 @@ class StepDriverWork(unittest.TestCase):
     def test_pytorchs_allocators_report_nothing(self):
         self.assertEqual(ta.step_driver_work("expandable"), {})
         self.assertEqual(ta.step_driver_work("default"), {})
+
+
+def profiler_event(device_type: str, microseconds: int):
+    return types.SimpleNamespace(device_type=device_type,
+                                 time_range=types.SimpleNamespace(elapsed_us=lambda: microseconds))
+
+
+class WarmPasses(unittest.TestCase):
+    """The decoder's passes over shapes the allocator has served, with stand-ins for torch's profiler and
+    cuvmm_torch: each step timed with its driver work, then each step's device busy time."""
+
+    def setUp(self):
+        self.calls = []
+        self.stats = {k: 0.0 for k in ta.DRIVER_SECONDS}
+        self.stats.update(pages_moved=0, chunks_created=0, host_waits=0)
+        stats = self.stats
+        events = [[profiler_event("CUDA", 1500), profiler_event("CPU", 9000), profiler_event("CUDA", 500)],
+                  [profiler_event("CUDA", 250_000)]]
+
+        class Profile:
+            def __init__(self, activities):
+                assert activities == ["cuda activity"]
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def events(self):
+                return events.pop(0)
+
+        torch = types.ModuleType("torch")
+        autograd = types.ModuleType("torch.autograd")
+        autograd.DeviceType = types.SimpleNamespace(CUDA="CUDA")
+        profiler = types.ModuleType("torch.profiler")
+        profiler.ProfilerActivity = types.SimpleNamespace(CUDA="cuda activity")
+        profiler.profile = Profile
+        self.saved = {name: sys.modules.get(name) for name in ("torch", "torch.autograd", "torch.profiler", "cuvmm_torch")}
+        sys.modules.update({"torch": torch, "torch.autograd": autograd, "torch.profiler": profiler,
+                            "cuvmm_torch": types.SimpleNamespace(stats=lambda: dict(stats))})
+
+    def tearDown(self):
+        for name, module in self.saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+    def train_step(self, step, batch, seq):
+        self.calls.append((step, batch, seq))
+        if step == 1 and len(self.calls) == 2:  # the warm pass's second step moves pages
+            self.stats["map_seconds"] += 0.5
+            self.stats["pages_moved"] += 3
+        return 1.0
+
+    def test_each_step_runs_twice_in_order_and_reports_its_own_driver_work_and_device_time(self):
+        passes = ta.warm_passes(sys.modules["torch"], "cuvmm", self.train_step, [(2, 128), (4, 256)])
+        self.assertEqual(self.calls, [(0, 2, 128), (1, 4, 256), (0, 2, 128), (1, 4, 256)])
+        warm = passes["warm_steps"]
+        self.assertEqual([(w["batch"], w["sequence"], w["driver_seconds"], w["pages_moved"]) for w in warm],
+                         [(2, 128, 0.0, 0), (4, 256, 0.5, 3)])
+        self.assertTrue(all(w["seconds"] >= 0 for w in warm))
+        self.assertEqual(passes["profiled_steps"], [{"batch": 2, "sequence": 128, "device_seconds": 0.002},
+                                                    {"batch": 4, "sequence": 256, "device_seconds": 0.25}])
+
+    def test_pytorchs_allocators_record_no_driver_work(self):
+        passes = ta.warm_passes(sys.modules["torch"], "expandable", self.train_step, [(2, 128)])
+        self.assertEqual(set(passes["warm_steps"][0]), {"batch", "sequence", "seconds"})
 
 
 if __name__ == "__main__":
