@@ -24,6 +24,9 @@
 # steps need python3 (or $PYTHON) with PyTorch for CUDA, and transformers for the decoder;
 # cuvmm_torch is built into OUT_DIR/work by test/torch/gpu-check.sh unless it imports already.
 # Logs go to OUT_DIR/work/*.log. BENCH_DRY_RUN=1 prints the commands instead of running them.
+# BENCH_RESUME=1 continues a run that was cut short into the same OUT_DIR: a benchmark whose file is
+# there whole (JSON that parses: a process's part under work/, or a step's file) is not run again,
+# and the random traces and nvidia-smi.csv already written are kept, so the parts still agree.
 # Exits 77 without a GPU, 1 if a step failed (the steps after it still run), else 0.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -36,8 +39,11 @@ shift
 meson_options=("$@")
 dry=${BENCH_DRY_RUN:-0}
 python=${PYTHON:-python3}
+resume=${BENCH_RESUME:-0}
 steps=" ${BENCH_STEPS:-plan arena traces torch decode growth compression} "
 wants() { [[ $steps == *" $1 "* ]]; }
+# kept FILE: under BENCH_RESUME=1, whether an earlier run wrote FILE whole (its benchmark is then not run again).
+kept() { [[ $resume == 1 && -s $1 ]] && "$python" -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
 build=build-bench
 failed=0
 
@@ -65,18 +71,19 @@ run() {
   return 1
 }
 
-run build.log nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version --format=csv "--filename=$out/nvidia-smi.csv"
+[[ $resume == 1 && -s $out/nvidia-smi.csv ]] ||
+  run build.log nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version --format=csv "--filename=$out/nvidia-smi.csv"
 reconfigure=()
 [ -f "$build/build.ninja" ] && reconfigure=(--reconfigure)
 run build.log meson setup "${reconfigure[@]}" "$build" -Dbenchmarks=enabled -Dtests=disabled "${meson_options[@]}"
 run build.log meson compile -C "$build" || exit 1
 bench=$build/bench
 
-if wants plan; then
+if wants plan && ! kept "$out/plan.json"; then
   run plan.log "$build/tools/cuvmm-plan/cuvmm-plan" --profile full --out "$out"
 fi
 
-if wants arena; then
+if wants arena && ! kept "$out/bench_arena.json"; then
   run arena.log "$bench/bench_arena" '--benchmark_filter=^(pair|threads)/(arena|arena_host|cudaMallocAsync)/' \
     --benchmark_out_format=json "--benchmark_out=$out/bench_arena.json"
 fi
@@ -104,6 +111,7 @@ replay() {
   for filter in '^trace/arena/page_MiB:2/' '^trace/arena_max_idle/' '^trace/arena_whole_chunks/' \
     '^trace/cudaMallocAsync/' '^trace/rmm_pool/' '^trace/rmm_arena/'; do
     i=$((i + 1))
+    kept "$work/$name.$i.json" && parts+=("$work/$name.$i.json") && continue
     run traces.log env ${trace:+"CUVMM_TRACE_FILE=$trace"} "$bench/bench_arena" "--benchmark_filter=$filter" \
       --benchmark_repetitions=3 --benchmark_out_format=json "--benchmark_out=$work/$name.$i.json"
     [[ $dry == 1 || -s $work/$name.$i.json ]] && parts+=("$work/$name.$i.json")
@@ -114,23 +122,29 @@ if wants traces; then
   replay bench_arena_trace
   free_mib=${BENCH_FREE_MIB:-$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 2>/dev/null)}
   free_mib=${free_mib:-0}
-  run traces.log "$python" bench/torch_allocators.py traces --out "$work/traces" --free-bytes $((free_mib * 1024 * 1024))
+  [[ $resume == 1 && -s $work/traces/random_3.csv ]] ||
+    run traces.log "$python" bench/torch_allocators.py traces --out "$work/traces" --free-bytes $((free_mib * 1024 * 1024))
   for seed in 1 2 3; do
     replay "bench_arena_random_$seed" "$work/traces/random_$seed.csv"
   done
 fi
 
 if wants torch || wants decode || wants growth; then
-  if [[ $dry == 1 ]] || ! "$python" -c 'import cuvmm_torch' 2>/dev/null; then
+  built=$work/torch/site  # cuvmm_torch as this script builds it (BENCH_RESUME=1: as an earlier run built it)
+  if [[ $resume == 1 && -d $built ]]; then
+    export PYTHONPATH=$built${PYTHONPATH:+:$PYTHONPATH}
+  elif [[ $dry == 1 ]] || ! "$python" -c 'import cuvmm_torch' 2>/dev/null; then
     run torch-build.log env MODES= CPU_TESTS=0 "PYTHON=$python" bash test/torch/gpu-check.sh "$work/torch"
-    export PYTHONPATH=$work/torch/site${PYTHONPATH:+:$PYTHONPATH}
+    export PYTHONPATH=$built${PYTHONPATH:+:$PYTHONPATH}
   fi
 fi
 if wants torch; then
-  run torch.log "$python" bench/torch_allocators.py random --repeats 3 --json "$out/torch_allocators.json"
-  run torch.log "$python" bench/torch_allocators.py decoder --repeats 3 --json "$out/torch_allocators_decoder.json"
+  kept "$out/torch_allocators.json" ||
+    run torch.log "$python" bench/torch_allocators.py random --repeats 3 --json "$out/torch_allocators.json"
+  kept "$out/torch_allocators_decoder.json" ||
+    run torch.log "$python" bench/torch_allocators.py decoder --repeats 3 --json "$out/torch_allocators_decoder.json"
 fi
-if wants decode; then
+if wants decode && ! kept "$out/torch_decode.json"; then
   run decode.log "$python" bench/torch_decode.py --out "$out" --batch 4 --new-tokens 384 --repeats 3 --processes 5
 fi
 
@@ -140,6 +154,7 @@ if wants growth; then
     for strategy in growable growable_no_map_ahead preallocated cudaMalloc_copy_grow_2x; do
       for process in 1 2 3; do
         part=$work/growth.${strategy}.${growth//\//_}.$process.json
+        kept "$part" && parts+=("$part") && continue
         # A process that failed (its JSON may be cut short) is reported and left out of the merge.
         run growth.log env CUVMM_BENCH_ITERATIONS=1 "$bench/bench_growth" "--benchmark_filter=^grow/$strategy/$growth/" \
           --benchmark_out_format=json "--benchmark_out=$part" && parts+=("$part")
@@ -147,10 +162,10 @@ if wants growth; then
     done
   done
   merge "$out/bench_growth.json" --median "${parts[@]}"
-  run growth.log "$python" bench/torch_growth.py --out "$out" --repeats 3
+  kept "$out/torch_growth.json" || run growth.log "$python" bench/torch_growth.py --out "$out" --repeats 3
 fi
 
-if wants compression; then
+if wants compression && ! kept "$out/compression.json"; then
   run compression.log "$bench/bench_compression" --benchmark_out_format=json "--benchmark_out=$out/compression.json"
 fi
 

@@ -15,8 +15,9 @@ SCRIPT = ROOT / "scripts" / "bench-results.sh"
 FREE_MIB = 81079
 
 
-def dry_run(out: str, steps: str | None = None, *meson_options: str) -> list[str]:
-    env = dict(os.environ, BENCH_DRY_RUN="1", BENCH_FREE_MIB=str(FREE_MIB), PYTHON="python3")
+def dry_run(out: str, steps: str | None = None, *meson_options: str, resume: bool = False) -> list[str]:
+    env = dict(os.environ, BENCH_DRY_RUN="1", BENCH_FREE_MIB=str(FREE_MIB), PYTHON="python3",
+               BENCH_RESUME="1" if resume else "0")
     if steps is not None:
         env["BENCH_STEPS"] = steps
     done = subprocess.run(["bash", str(SCRIPT), out, *meson_options], env=env, capture_output=True, text=True)
@@ -121,6 +122,50 @@ class Steps(unittest.TestCase):
             self.assertEqual(done.returncode, 77)
             self.assertIn("nvidia-smi finds no GPU here", done.stderr)
             self.assertFalse((pathlib.Path(tmp) / "out").exists())
+
+
+class Resume(unittest.TestCase):
+    """BENCH_RESUME=1 over an OUT_DIR that a run cut short left: what it wrote whole is kept, the rest runs."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = pathlib.Path(self.tmp.name) / "out"
+        self.work = self.out / "work"
+        (self.work / "traces").mkdir(parents=True)
+        (self.work / "torch" / "site").mkdir(parents=True)
+        whole = '{"benchmarks": []}'
+        (self.work / "growth.growable.1GiB_1MiB.1.json").write_text(whole)
+        (self.work / "growth.growable.1GiB_1MiB.2.json").write_text('{"benchmarks": [{"name": ')  # cut short
+        (self.work / "bench_arena_trace.1.json").write_text(whole)
+        (self.work / "traces" / "random_3.csv").write_text("op,id,bytes\n")
+        (self.out / "torch_decode.json").write_text(whole)
+        (self.out / "nvidia-smi.csv").write_text("name\nNVIDIA Test GPU\n")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_what_was_written_whole_is_kept_and_the_rest_runs(self):
+        lines = dry_run(str(self.out), None, resume=True)
+        joined = "\n".join(lines)
+        growth = [line for line in lines if " build-bench/bench/bench_growth " in " " + line]
+        self.assertEqual(len(growth), 5 * 4 * 3 - 1)
+        self.assertNotIn(f"--benchmark_out={self.work}/growth.growable.1GiB_1MiB.1.json", joined)
+        self.assertIn(f"--benchmark_out={self.work}/growth.growable.1GiB_1MiB.2.json", joined)
+        merge, = [line for line in lines if "merge_runs.py --median" in line]
+        self.assertEqual(len(merge.split()[3:-2]), 60)  # the kept part is merged with the others
+        self.assertEqual(len([line for line in lines if f"--benchmark_out={self.work}/bench_arena_trace." in line]), 5)
+        trace_merge, = [line for line in lines if re.search(r"merge_runs\.py .*bench_arena_trace\.json$", line)]
+        self.assertIn(f"{self.work}/bench_arena_trace.1.json", trace_merge)
+        for gone in ("nvidia-smi", "torch_allocators.py traces", "gpu-check.sh", "torch_decode.py"):
+            self.assertNotIn(gone, joined)
+        self.assertIn("torch_allocators.py random", joined)
+
+    def test_without_it_everything_runs_again(self):
+        lines = dry_run(str(self.out), None)
+        joined = "\n".join(lines)
+        self.assertEqual(len([line for line in lines if " build-bench/bench/bench_growth " in " " + line]), 60)
+        for again in ("nvidia-smi", "torch_allocators.py traces", "gpu-check.sh", "torch_decode.py"):
+            self.assertIn(again, joined)
 
 
 if __name__ == "__main__":
