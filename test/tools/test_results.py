@@ -229,8 +229,8 @@ class Headline(unittest.TestCase):
         self.assertIn("C++ replays of 2 allocation traces, the Arena's defaults (medians of repetitions): time", rows)
 
 
-class DecodeText(unittest.TestCase):
-    """The decode loop's sentence names the command and the method its file was measured with."""
+class GpuFolder(unittest.TestCase):
+    """A fresh results folder of a GPU without a cuvmm-plan run (nvidia-smi.csv alone) at self.path."""
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -240,6 +240,10 @@ class DecodeText(unittest.TestCase):
 
     def tearDown(self):
         self.tmp.cleanup()
+
+
+class DecodeText(GpuFolder):
+    """The decode loop's sentence names the command and the method its file was measured with."""
 
     def folder_with(self, config: dict):
         (self.path / "torch_decode.json").write_text(json.dumps({
@@ -281,17 +285,8 @@ def growth_run(strategy: str, gib: float, append: int, ms: float, p99_us: float 
             "p99_append_us": p99_us, "iterations": 1, "completed": completed, "peak_over_size": 1.0}
 
 
-class Goals(unittest.TestCase):
+class Goals(GpuFolder):
     """The goals' table: each goal's verdict names the cases that missed it, judged at the precision shown."""
-
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.path = pathlib.Path(self.tmp.name) / "testgpu"
-        self.path.mkdir()
-        (self.path / "nvidia-smi.csv").write_text(SMI)
-
-    def tearDown(self):
-        self.tmp.cleanup()
 
     def write(self, name: str, data: dict) -> None:
         (self.path / name).write_text(json.dumps(data))
