@@ -66,8 +66,8 @@
 // serve later requests where they lie), (6) the stream's own cached pages, retired behind a fence,
 // (7) the pooled pages of the other size, (8) new pages. When the device gives none: (3c) one run
 // of the request's length that another stream's front parks, and all again; else (9) every stream
-// waited for, everything unmapped, and 5-8 again; (11) a request that lends no tail takes any
-// stream's lent slots, after an event wait; (10) OutOfMemory. A request that fails gives back every
+// waited for, everything unmapped, and 5-8 again; (11) an allocation of whole pages that lends no
+// tail takes any stream's lent slots, after an event wait; (10) OutOfMemory. A request that fails gives back every
 // page it created (PagePool::Span), so a failure never leaves the process holding memory it could
 // not use.
 //
