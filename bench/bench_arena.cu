@@ -412,7 +412,7 @@ void BM_SortCub(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_PairArena)->Name("pair/arena")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(5)->ReportAggregatesOnly(false);
-BENCHMARK(BM_PairArenaHost)->Name("pair/arena_host")->Arg(64 << 10)->Arg(1 << 20)->Arg(4 << 20)->Repetitions(5)->ReportAggregatesOnly(false);
+BENCHMARK(BM_PairArenaHost)->Name("pair/arena_host")->Arg(64 << 10)->Arg(1 << 20)->Arg(4 << 20)->Arg(32 << 20)->Repetitions(5)->ReportAggregatesOnly(false);
 BENCHMARK(BM_PairMallocAsync)->Name("pair/cudaMallocAsync")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(5);
 BENCHMARK(BM_PairMalloc)->Name("pair/cudaMalloc")->Arg(64 << 10)->Arg(1 << 20)->Repetitions(3);
 BENCHMARK(BM_ThreadsArena)->Name("threads/arena")->RangeMultiplier(2)->Range(1, 16)->UseRealTime()->Unit(benchmark::kMillisecond);
