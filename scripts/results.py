@@ -871,92 +871,137 @@ def decode_goal_rows(f: Folder) -> list[list[str]]:
                       or round(decode_cache_share(f, v), 3) > 1.10])]]
 
 
-def arena_goal_rows(f: Folder) -> list[list[str]]:
-    """The Arena's three rules, then its real model, threads and cached pair, against the files that measure them."""
-    rows = []
-    random = [r for r in (f.torch_allocators or {"summary": []})["summary"] if r["workload"].startswith("random:")]
-    by = {(r["workload"], r["mode"]): r for r in random}
-    traces = sorted({w for w, m in by if m == "cuvmm"})
-    with_expandable = [w for w in traces if (w, "expandable") in by]
-    if with_expandable:
-        rows.append(["Fragmentation-proof: after every trace the largest allocation that succeeds is at least 0.985 "
-                     "of the memory free at the start less the bytes live, and no less than expandable segments reach "
-                     "(PyTorch)",
-                     ", ".join(f"`{w}` {by[(w, 'cuvmm')]['largest_after_share']:.3f} "
-                               f"(expandable {by[(w, 'expandable')]['largest_after_share']:.3f})" for w in with_expandable),
-                     verdict([f"`{w}`" for w in with_expandable
-                              if round(by[(w, "cuvmm")]["largest_after_share"], 3) < 0.985
-                              or round(by[(w, "cuvmm")]["largest_after_share"], 3)
-                              < round(by[(w, "expandable")]["largest_after_share"], 3)])])
-    medians = {trace: trace_medians(runs) for trace, runs in f.bench_arena_traces.items()}
-    arena = "trace/arena/page_MiB:2"
-    cpp = {t: m for t, m in medians.items() if arena in m and not m[arena]["failed"]}
-    def trace_label(t: str) -> str:
-        return "cuvmm-plan's full" if t == "full" else f"`{t.replace('_', ':')}`"
-    def peers(m: dict, names: tuple[str, ...]) -> list[str]:
-        return [n for n in names if f"trace/{n}" in m and not m[f"trace/{n}"]["failed"]]
-    if any(peers(m, ("cudaMallocAsync",)) for m in cpp.values()):
-        missed, measured = [], []
-        for t, m in cpp.items():
-            ratios = [(n, m[arena]["seconds"] / m[f"trace/{n}"]["seconds"]) for n in peers(m, ("cudaMallocAsync", "rmm_pool"))]
-            measured.append(f"{trace_label(t)} " + ", ".join(f"{r:.2f}x {n.replace('rmm_pool', 'RMM pool')}" for n, r in ratios))
-            missed += [f"{trace_label(t)} against {n.replace('rmm_pool', 'RMM pool')}" for n, r in ratios if round(r, 2) > 1.0]
-        rows.append(["No slower than what it replaces, in C++: replay time at most cudaMallocAsync's and RMM's pool's",
-                     "; ".join(measured), verdict(missed)])
-    with_default = [w for w in traces if (w, "default") in by]
-    if with_default:
-        rows.append(["No slower than what it replaces, through PyTorch: replay time at most the default allocator's",
-                     ", ".join(f"`{w}` {by[(w, 'cuvmm')]['time_vs_default']:.2f}x" for w in with_default),
-                     verdict([f"`{w}`" for w in with_default if round(by[(w, "cuvmm")]["time_vs_default"], 2) > 1.0])])
-    utilization = []  # (trace, the Arena's, [(peer, its)])
-    for t, m in cpp.items():
-        utilization.append((trace_label(t), m[arena]["utilization"],
-                            [(n.replace("rmm_pool", "RMM pool").replace("rmm_arena", "RMM arena"), m[f"trace/{n}"]["utilization"])
-                             for n in peers(m, ("cudaMallocAsync", "rmm_pool", "rmm_arena"))]))
+ARENA_DEFAULTS = "trace/arena/page_MiB:2"  # bench_arena's replay of the Arena's defaults
+PEER_NAMES = {"cudaMallocAsync": "cudaMallocAsync", "rmm_pool": "RMM pool"}
+
+
+def torch_random_by(f: Folder) -> tuple[dict, list[str]]:
+    """torch_allocators.json's random traces by (trace, mode), and the traces cuvmm_torch ran."""
+    summary = (f.torch_allocators or {"summary": []})["summary"]
+    by = {(r["workload"], r["mode"]): r for r in summary if r["workload"].startswith("random:")}
+    return by, sorted({w for w, m in by if m == "cuvmm"})
+
+
+def cpp_replays(f: Folder) -> dict[str, tuple[str, dict]]:
+    """bench_arena's trace medians where the Arena's defaults completed, by trace: (its label, the medians)."""
+    out = {}
+    for trace, runs in f.bench_arena_traces.items():
+        medians = trace_medians(runs)
+        if ARENA_DEFAULTS in medians and not medians[ARENA_DEFAULTS]["failed"]:
+            out[trace] = ("cuvmm-plan's full" if trace == "full" else f"`{trace.replace('_', ':')}`", medians)
+    return out
+
+
+
+def completed_peers(medians: dict, names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if f"trace/{n}" in medians and not medians[f"trace/{n}"]["failed"]]
+
+
+def largest_after_goal(f: Folder) -> list[list[str]]:
+    by, traces = torch_random_by(f)
+    measured = [w for w in traces if (w, "expandable") in by]
+    if not measured:
+        return []
+    def share(w: str, mode: str) -> float:
+        return round(by[(w, mode)]["largest_after_share"], 3)
+    return [["Fragmentation-proof: after every trace the largest allocation that succeeds is at least 0.985 of the "
+             "memory free at the start less the bytes live, and no less than expandable segments reach (PyTorch)",
+             ", ".join(f"`{w}` {share(w, 'cuvmm'):.3f} (expandable {share(w, 'expandable'):.3f})" for w in measured),
+             verdict([f"`{w}`" for w in measured if share(w, "cuvmm") < 0.985 or share(w, "cuvmm") < share(w, "expandable")])]]
+
+
+def cpp_time_goal(f: Folder) -> list[list[str]]:
+    replays = cpp_replays(f)
+    if not any(completed_peers(m, ("cudaMallocAsync",)) for _, m in replays.values()):
+        return []
+    missed, measured = [], []
+    for label, m in replays.values():
+        ratios = [(PEER_NAMES[n], m[ARENA_DEFAULTS]["seconds"] / m[f"trace/{n}"]["seconds"])
+                  for n in completed_peers(m, ("cudaMallocAsync", "rmm_pool"))]
+        measured.append(f"{label} " + ", ".join(f"{r:.2f}x {peer}" for peer, r in ratios))
+        missed += [f"{label} against {peer}" for peer, r in ratios if round(r, 2) > 1.0]
+    return [["No slower than what it replaces, in C++: replay time at most cudaMallocAsync's and RMM's pool's",
+             "; ".join(measured), verdict(missed)]]
+
+
+def torch_time_goal(f: Folder) -> list[list[str]]:
+    by, traces = torch_random_by(f)
+    measured = [w for w in traces if (w, "default") in by]
+    if not measured:
+        return []
+    def ratio(w: str) -> float:
+        return round(by[(w, "cuvmm")]["time_vs_default"], 2)
+    return [["No slower than what it replaces, through PyTorch: replay time at most the default allocator's",
+             ", ".join(f"`{w}` {ratio(w):.2f}x" for w in measured), verdict([f"`{w}`" for w in measured if ratio(w) > 1.0])]]
+
+
+def utilization_goal(f: Folder) -> list[list[str]]:
+    cases = []  # (trace, the Arena's utilization, its peers')
+    for label, m in cpp_replays(f).values():
+        cases.append((label, m[ARENA_DEFAULTS]["utilization"],
+                      [m[f"trace/{n}"]["utilization"] for n in completed_peers(m, ("cudaMallocAsync", "rmm_pool", "rmm_arena"))]))
+    by, traces = torch_random_by(f)
     for w in traces:
-        utilization.append((f"`{w}` through PyTorch", by[(w, "cuvmm")]["utilization"],
-                            [(TORCH_PEER_NAMES[mode], by[(w, mode)]["utilization"]) for mode in TORCH_PEER_NAMES if (w, mode) in by]))
-    if utilization:
-        rows.append(["More of what it holds in use: peak live / peak held at least 0.95, and above every peer's",
-                     ", ".join(f"{t} {mine:.3f} (best peer {max(u for _, u in others):.3f})" if others else f"{t} {mine:.3f}"
-                               for t, mine, others in utilization),
-                     verdict([t for t, mine, others in utilization
-                              if round(mine, 3) < 0.95 or any(round(mine, 3) <= round(u, 3) for _, u in others)])])
+        cases.append((f"`{w}` through PyTorch", by[(w, "cuvmm")]["utilization"],
+                      [by[(w, mode)]["utilization"] for mode in ("default", "expandable") if (w, mode) in by]))
+    if not cases:
+        return []
+    return [["More of what it holds in use: peak live / peak held at least 0.95, and above every peer's",
+             ", ".join(f"{t} {mine:.3f} (best peer {max(peers):.3f})" if peers else f"{t} {mine:.3f}"
+                       for t, mine, peers in cases),
+             verdict([t for t, mine, peers in cases
+                      if round(mine, 3) < 0.95 or any(round(mine, 3) <= round(u, 3) for u in peers)])]]
+
+
+def real_model_goal(f: Folder) -> list[list[str]]:
     decoder = {r["mode"]: r for r in (f.torch_allocators_decoder or {"summary": []})["summary"] if r["workload"] == "decoder"}
-    if {"cuvmm", "default", "expandable"} <= decoder.keys():
-        mine, faster = decoder["cuvmm"], min(decoder["default"]["seconds"], decoder["expandable"]["seconds"])
-        identical = f.torch_allocators_decoder.get("decoder_losses_identical")
-        peak, time = mine["peak_reserved"] / decoder["expandable"]["peak_reserved"], mine["seconds"] / faster
-        missed = (["peak"] if round(peak, 3) > 1.0 else []) + (["time"] if round(time, 3) > 1.0 else []) + \
-                 ([] if identical else ["losses"])
-        rows.append(["A real model (a decoder trained on batches of varying shape, PyTorch): peak reserved at most "
-                     "expandable segments', time at most the faster of the default allocator and expandable segments, "
-                     "the same losses",
-                     f"peak {peak:.3f}x expandable, time {time:.3f}x the faster, losses "
-                     + ("identical" if identical else "not identical" if identical is False else "not compared"),
-                     verdict(missed)])
+    if not {"cuvmm", "default", "expandable"} <= decoder.keys():
+        return []
+    mine = decoder["cuvmm"]
+    peak = mine["peak_reserved"] / decoder["expandable"]["peak_reserved"]
+    time = mine["seconds"] / min(decoder["default"]["seconds"], decoder["expandable"]["seconds"])
+    identical = f.torch_allocators_decoder.get("decoder_losses_identical")
+    missed = (["peak"] if round(peak, 3) > 1.0 else []) + (["time"] if round(time, 3) > 1.0 else []) + \
+             ([] if identical else ["losses"])
+    losses = "identical" if identical else "not identical" if identical is False else "not compared"
+    return [["A real model (a decoder trained on batches of varying shape, PyTorch): peak reserved at most expandable "
+             "segments', time at most the faster of the default allocator and expandable segments, the same losses",
+             f"peak {peak:.3f}x expandable, time {time:.3f}x the faster, losses {losses}", verdict(missed)]]
+
+
+def threads_goal(f: Folder) -> list[list[str]]:
     rate, _ = thread_rates(f.bench_arena)
     counts = sorted(n for (name, n) in rate if name == "arena" and ("cudaMallocAsync", n) in rate)
-    if 1 in counts:
-        one = rate[("arena", 1)]
-        missed = [f"{n} threads below one" for n in counts if rate[("arena", n)] < one]
-        missed += [f"{n} threads under 3x cudaMallocAsync" for n in counts if rate[("arena", n)] < 3 * rate[("cudaMallocAsync", n)]]
-        if 16 in counts and rate[("arena", 16)] < 4 * one:
-            missed.append("16 threads under 4x one")
-        rows.append(["Under threads on their own streams: alloc+free pairs per second never below one thread's, at "
-                     "least 4x it at 16 threads, and at least 3x cudaMallocAsync's at every count",
-                     "; ".join((f"{n} threads: {rate[('arena', n)] / one:.2f}x one thread, " if n != 1 else "1 thread: ")
-                               + f"{rate[('arena', n)] / rate[('cudaMallocAsync', n)]:.0f}x cudaMallocAsync" for n in counts),
-                     verdict(missed)])
+    if 1 not in counts:
+        return []
+    one = rate[("arena", 1)]
+    missed = [f"{n} threads below one" for n in counts if rate[("arena", n)] < one]
+    missed += [f"{n} threads under 3x cudaMallocAsync" for n in counts if rate[("arena", n)] < 3 * rate[("cudaMallocAsync", n)]]
+    if 16 in counts and rate[("arena", 16)] < 4 * one:
+        missed.append("16 threads under 4x one")
+    return [["Under threads on their own streams: alloc+free pairs per second never below one thread's, at least 4x "
+             "it at 16 threads, and at least 3x cudaMallocAsync's at every count",
+             "; ".join((f"{n} threads: {rate[('arena', n)] / one:.2f}x one thread, " if n != 1 else "1 thread: ")
+                       + f"{rate[('arena', n)] / rate[('cudaMallocAsync', n)]:.0f}x cudaMallocAsync" for n in counts),
+             verdict(missed)]]
+
+
+def cached_pair_goal(f: Folder) -> list[list[str]]:
     pairs = {row[0]: float(row[1]) for row in arena_pair_rows(f)}
-    if pairs:
-        rows.append(["The cached pair (one allocation and its free) at most 0.1 µs",
-                     ", ".join(f"{k} {ns:.0f} ns" for k, ns in pairs.items()),
-                     verdict([k for k, ns in pairs.items() if round(ns) > 100])])
-    return rows
+    if not pairs:
+        return []
+    return [["The cached pair (one allocation and its free) at most 0.1 µs",
+             ", ".join(f"{k} {ns:.0f} ns" for k, ns in pairs.items()),
+             verdict([k for k, ns in pairs.items() if round(ns) > 100])]]
 
 
-TORCH_PEER_NAMES = {"default": "default", "expandable": "expandable"}
+def arena_goal_rows(f: Folder) -> list[list[str]]:
+    """The Arena's three rules in their order, then a real model, threads and the cached pair: the rows whose files
+    this folder has."""
+    return (largest_after_goal(f) + cpp_time_goal(f) + torch_time_goal(f) + utilization_goal(f) + real_model_goal(f)
+            + threads_goal(f) + cached_pair_goal(f))
+
+
 GOALS_HEADER = ["goal", "measured here", "met"]
 
 
