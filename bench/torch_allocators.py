@@ -245,7 +245,7 @@ def device_busy_seconds(events, device_type) -> float:
     return sum(e.time_range.elapsed_us() for e in events if e.device_type == device_type) / 1e6
 
 
-def warm_passes(torch, mode: str, train_step, shapes) -> dict:
+def warm_passes(mode: str, train_step, shapes) -> dict:
     """The training steps of `shapes` twice more, every one of them a shape the allocator has served: once timed
     as the first pass was (`warm_steps`: seconds, and the Arena's driver work, per step), once each step under
     torch.profiler (`profiled_steps`: the device's busy seconds per step; their wall seconds include the
@@ -332,7 +332,7 @@ def run_decoder(mode: str, steps: int, trace_out: str | None = None, warm: bool 
     if trace_out:
         write_trace(trace_out, snapshot_trace(torch.cuda.memory._snapshot(), torch.cuda.current_device()))
         torch.cuda.memory._record_memory_history(enabled=None)
-    passes = warm_passes(torch, mode, train_step, shapes) if warm else {}
+    passes = warm_passes(mode, train_step, shapes) if warm else {}
     free_now, _ = torch.cuda.mem_get_info()
     largest = largest_that_fits(torch, free_now + torch.cuda.memory_reserved())
     return {"workload": "decoder", "mode": mode, "seconds": seconds, "steps": len(shapes) - warmup,

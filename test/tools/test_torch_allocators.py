@@ -162,7 +162,7 @@ class WarmPasses(unittest.TestCase):
         return 1.0
 
     def test_each_step_runs_twice_in_order_and_reports_its_own_driver_work_and_device_time(self):
-        passes = ta.warm_passes(sys.modules["torch"], "cuvmm", self.train_step, [(2, 128), (4, 256)])
+        passes = ta.warm_passes("cuvmm", self.train_step, [(2, 128), (4, 256)])
         self.assertEqual(self.calls, [(0, 2, 128), (1, 4, 256), (0, 2, 128), (1, 4, 256)])
         warm = passes["warm_steps"]
         self.assertEqual([(w["batch"], w["sequence"], w["driver_seconds"], w["pages_moved"]) for w in warm],
@@ -172,7 +172,7 @@ class WarmPasses(unittest.TestCase):
                                                     {"batch": 4, "sequence": 256, "device_seconds": 0.25}])
 
     def test_pytorchs_allocators_record_no_driver_work(self):
-        passes = ta.warm_passes(sys.modules["torch"], "expandable", self.train_step, [(2, 128)])
+        passes = ta.warm_passes("expandable", self.train_step, [(2, 128)])
         self.assertEqual(set(passes["warm_steps"][0]), {"batch", "sequence", "seconds"})
 
 
