@@ -1,6 +1,7 @@
-"""bench/torch_allocators.py's trace files, which need no GPU and no torch: the random traces and the
-conversion of a recorded PyTorch memory snapshot into cuvmm's trace CSV; and its modes as the
-results pages name them."""
+"""bench/torch_allocators.py's parts that need no GPU and no torch: the random traces and the conversion of
+a recorded PyTorch memory snapshot into cuvmm's trace CSV, its modes as the results pages name them, its child
+processes' options, and the decoder's per-step driver work and warm passes with stand-ins for cuvmm_torch and
+torch's profiler."""
 import importlib.util
 import pathlib
 import sys
