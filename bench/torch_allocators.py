@@ -245,6 +245,22 @@ def device_busy_seconds(events, device_type) -> float:
     return sum(e.time_range.elapsed_us() for e in events if e.device_type == device_type) / 1e6
 
 
+def timed_steps(mode: str, train_step, shapes) -> tuple[list[dict], list[float]]:
+    """Each of `shapes` trained once, in order: per step its seconds and, under cuvmm_torch, the Arena's driver
+    work in it (read between steps, untimed); and the steps' losses. The steps run on one stream and each waits
+    for its own work (loss.item()), so their seconds add up to the pass's."""
+    per_step, losses = [], []
+    before = step_driver_work(mode)
+    for step, (batch, seq) in enumerate(shapes):
+        start = time.perf_counter()
+        losses.append(train_step(step, batch, seq))
+        seconds = time.perf_counter() - start
+        after = step_driver_work(mode)
+        per_step.append({"batch": batch, "sequence": seq, "seconds": seconds, **{k: after[k] - before[k] for k in after}})
+        before = after
+    return per_step, losses
+
+
 def warm_passes(mode: str, train_step, shapes) -> dict:
     """The training steps of `shapes` twice more, every one of them a shape the allocator has served: once timed
     as the first pass was (`warm_steps`: seconds, and the Arena's driver work, per step), once each step under
@@ -254,15 +270,8 @@ def warm_passes(mode: str, train_step, shapes) -> dict:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    warm, profiled = [], []
-    before = step_driver_work(mode)
-    for step, (batch, seq) in enumerate(shapes):
-        start = time.perf_counter()
-        train_step(step, batch, seq)
-        seconds = time.perf_counter() - start
-        after = step_driver_work(mode)
-        warm.append({"batch": batch, "sequence": seq, "seconds": seconds, **{k: after[k] - before[k] for k in after}})
-        before = after
+    warm, _ = timed_steps(mode, train_step, shapes)
+    profiled = []
     for step, (batch, seq) in enumerate(shapes):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             train_step(step, batch, seq)
@@ -309,21 +318,9 @@ def run_decoder(mode: str, steps: int, trace_out: str | None = None, warm: bool 
         optimizer.zero_grad(set_to_none=True)
         return loss.item()
 
-    losses = []
     warmup = 3
-    # Each step's seconds and what it asked of the driver. The steps run on one stream, so their seconds add
-    # up to the run's; the driver statistics are read between steps, untimed.
-    per_step = []
-    driver_before = step_driver_work(mode)
     torch.cuda.synchronize()
-    for step, (batch, seq) in enumerate(shapes):
-        step_start = time.perf_counter()
-        losses.append(train_step(step, batch, seq))
-        step_seconds = time.perf_counter() - step_start
-        driver_after = step_driver_work(mode)
-        per_step.append({"batch": batch, "sequence": seq, "seconds": step_seconds,
-                         **{k: driver_after[k] - driver_before[k] for k in driver_after}})
-        driver_before = driver_after
+    per_step, losses = timed_steps(mode, train_step, shapes)
     torch.cuda.synchronize()
     seconds = sum(s["seconds"] for s in per_step[warmup:])
     peak_reserved = torch.cuda.max_memory_reserved()
