@@ -42,8 +42,10 @@ python=${PYTHON:-python3}
 resume=${BENCH_RESUME:-0}
 steps=" ${BENCH_STEPS:-plan arena traces torch decode growth compression} "
 wants() { [[ $steps == *" $1 "* ]]; }
-# kept FILE: under BENCH_RESUME=1, whether an earlier run wrote FILE whole (its benchmark is then not run again).
-kept() { [[ $resume == 1 && -s $1 ]] && "$python" -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
+# resumed FILE: under BENCH_RESUME=1, whether an earlier run wrote FILE (it is then kept);
+# kept FILE: the same for a benchmark's JSON, which must also be whole (its benchmark is then not run again).
+resumed() { [[ $resume == 1 && -s $1 ]]; }
+kept() { resumed "$1" && "$python" -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
 build=build-bench
 failed=0
 
@@ -71,7 +73,7 @@ run() {
   return 1
 }
 
-[[ $resume == 1 && -s $out/nvidia-smi.csv ]] ||
+resumed "$out/nvidia-smi.csv" ||
   run build.log nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version --format=csv "--filename=$out/nvidia-smi.csv"
 reconfigure=()
 [ -f "$build/build.ninja" ] && reconfigure=(--reconfigure)
@@ -122,7 +124,7 @@ if wants traces; then
   replay bench_arena_trace
   free_mib=${BENCH_FREE_MIB:-$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 2>/dev/null)}
   free_mib=${free_mib:-0}
-  [[ $resume == 1 && -s $work/traces/random_3.csv ]] ||
+  resumed "$work/traces/random_3.csv" ||
     run traces.log "$python" bench/torch_allocators.py traces --out "$work/traces" --free-bytes $((free_mib * 1024 * 1024))
   for seed in 1 2 3; do
     replay "bench_arena_random_$seed" "$work/traces/random_$seed.csv"
