@@ -515,13 +515,18 @@ def arena_trace_label(name: str) -> str | None:
     return ALLOCATOR_NAMES.get(kind, kind)
 
 
+def arena_trace_name(name: str) -> str:
+    """A bench_arena trace as the pages name it: cuvmm-plan's full trace, or `random:N`."""
+    return "cuvmm-plan's full trace" if name == "full" else f"`{name.replace('_', ':')}`"
+
+
 def arena_trace_rows(f: Folder) -> list[list[str]]:
     """bench_arena trace/: each trace's replays, in the order run: the median replay time of the repetitions
     (with their range), over cudaMallocAsync's and RMM's pool's medians (where measured), and the
     utilization of the median run."""
     rows = []
     for name, runs in f.bench_arena_traces.items():
-        trace = "cuvmm-plan's full trace" if name == "full" else f"`{name.replace('_', ':')}`"
+        trace = arena_trace_name(name)
         medians = trace_medians(runs)
         seconds = {n.split("/")[1]: m["seconds"] for n, m in medians.items() if not m["failed"]}
         for n, m in medians.items():
@@ -888,7 +893,7 @@ def cpp_replays(f: Folder) -> dict[str, tuple[str, dict]]:
     for trace, runs in f.bench_arena_traces.items():
         medians = trace_medians(runs)
         if ARENA_DEFAULTS in medians and not medians[ARENA_DEFAULTS]["failed"]:
-            out[trace] = ("cuvmm-plan's full" if trace == "full" else f"`{trace.replace('_', ':')}`", medians)
+            out[trace] = (arena_trace_name(trace), medians)
     return out
 
 
