@@ -162,6 +162,7 @@
 #include "allocators/stream_order.hpp"
 #include "allocators/whole_chunks.hpp"
 #include "support/node_ahead.hpp"
+#include "support/node_spares.hpp"
 
 namespace cuvmm {
 namespace {
@@ -373,6 +374,7 @@ struct Arena::State {
   WholeChunks whole;                                 // idle whole chunks (ArenaOptions::whole_chunk_bytes)
   std::unordered_map<Address, LiveSpan> live_spans;  // allocations of whole pages, by address
   std::size_t live_span_slots = 0;                   // sum of live_spans' pages
+  detail::NodeSpares<decltype(live_spans)> live_span_spares{2};  // nodes of freed spans, for the next ones
   std::size_t max_lent_slots = 0;                    // options.max_lent_bytes (or its default) in slots
   std::size_t max_tail_slots = 0;                    // options.max_lent_tail_bytes in slots (no bound: SIZE_MAX)
   std::size_t front_pages = 0;                       // longest run of small pages a front keeps
@@ -424,7 +426,7 @@ class Arena::State::Handout {
   ~Handout() {
     if (committed_) return;
     if (recorded_) {
-      st_.live_spans.erase(st_.pool.slot_address(run_.first));
+      st_.live_span_spares.erase(st_.live_spans, st_.live_spans.find(st_.pool.slot_address(run_.first)));
       st_.live_span_slots -= pages_;
     }
     try {
@@ -442,7 +444,9 @@ class Arena::State::Handout {
   Address record(std::size_t bytes) {
     Address const address = st_.pool.slot_address(run_.first);
     LiveSpan const live{run_.first, pages_, bytes, static_cast<std::uint32_t>(run_.slots - pages_), large_layout_, run_.lent};
-    st_.live_spans.emplace(address, live);
+    auto node = st_.live_span_spares.make(address, live);
+    st_.live_spans.reserve(st_.live_spans.size() + 1);
+    st_.live_spans.insert(std::move(node));  // buckets reserved: allocates nothing
     st_.live_span_slots += pages_;
     recorded_ = true;
     if (run_.slots > pages_) s_.lent.insert(run_.first + pages_, run_.slots - pages_);
@@ -1026,7 +1030,7 @@ bool Arena::State::takes_whole_chunk(std::size_t bytes) const noexcept {
 Address Arena::State::allocate_whole(std::size_t bytes, StreamCache& s) {
   std::size_t const slots = (bytes + pool.page_bytes() - 1) / pool.page_bytes();
   // What can fail for want of host memory first, while nothing is taken: the record's node.
-  auto node = detail::node_ahead<decltype(live_spans)>(Address{0}, LiveSpan{});
+  auto node = live_span_spares.make(Address{0}, LiveSpan{});
   live_spans.reserve(live_spans.size() + 1);
   std::size_t first = 0;
   auto const found =
@@ -1139,7 +1143,7 @@ void Arena::State::free_checked(Address address, std::size_t bytes, Stream strea
   } else {
     free_span(s, live);
   }
-  live_spans.erase(span);
+  live_span_spares.erase(live_spans, span);
   live_span_slots -= live.pages;
 }
 
@@ -1340,15 +1344,7 @@ void Arena::State::hand_out_from_front(StreamCache& s, Address address, std::siz
   try {  // what can fail first, changing nothing; the last insert cannot
     StreamFront& f = fronts.get(s.stream);
     std::lock_guard const f_held(f.lock);
-    decltype(f.handed)::node_type node;
-    if (f.spare_nodes.empty()) {
-      node = detail::node_ahead<decltype(f.handed)>(address, StreamFront::Handed{bytes, key});
-    } else {
-      node = std::move(f.spare_nodes.back());
-      f.spare_nodes.pop_back();
-      node.key() = address;
-      node.mapped() = StreamFront::Handed{bytes, key};
-    }
+    auto node = f.spare_nodes.make(address, StreamFront::Handed{bytes, key});
     f.handed.reserve(f.handed.size() + 1);
     held.insert_or_assign(address, &f);
     f.handed.insert(std::move(node));  // buckets reserved: allocates nothing
@@ -1582,15 +1578,8 @@ void* Arena::allocate(std::size_t bytes, Stream stream, std::size_t alignment) {
         st.fronts.forget_last();
       } else if (auto& bin = f->parked[*key]; !bin.empty()) {
         Address const address = bin.back();
-        if (f->spare_nodes.empty()) {
-          f->handed.emplace(address, StreamFront::Handed{bytes, *key});  // first: std::bad_alloc changes nothing
-        } else {
-          auto node = std::move(f->spare_nodes.back());
-          f->spare_nodes.pop_back();
-          node.key() = address;
-          node.mapped() = StreamFront::Handed{bytes, *key};
-          f->handed.insert(std::move(node));  // (std::bad_alloc: a spare node fewer, nothing else changed)
-        }
+        // First: std::bad_alloc changes nothing (but that a spare node may be gone).
+        f->handed.insert(f->spare_nodes.make(address, StreamFront::Handed{bytes, *key}));
         bin.pop_back();
         f->parked_bytes -= st.key_bytes(*key);
         f->served_bytes += bytes;
@@ -1665,8 +1654,7 @@ void Arena::deallocate(void* p, std::size_t bytes, Stream stream) {
       if (f->listed && f->parked_bytes + key_bytes <= stream_front_bytes) {
         auto& bin = f->parked[key];
         bin.push_back(address);  // first: std::bad_alloc changes nothing
-        auto node = f->handed.extract(handed);
-        if (f->spare_nodes.size() < f->spare_nodes.capacity()) f->spare_nodes.push_back(std::move(node));
+        f->spare_nodes.erase(f->handed, handed);
         f->parked_bytes += key_bytes;
         ++f->freed;
         f->owed_bytes += bytes;  // the live counters are settled later (LiveCounter)

@@ -117,10 +117,10 @@ void StreamCaches::put_large_span(StreamCache& c, std::size_t first, std::size_t
   std::size_t const merged_slots = (before ? before->second : 0) + slots + (after ? after->second : 0);
   // Every node is made first (strong guarantee); then they go in and the merged spans' entries go
   // (noexcept), the span_at node of the one before standing for the merged span.
-  auto by_size = node_ahead<decltype(c.large_spans)>(merged_slots, merged_first);
-  auto index = node_ahead<decltype(large_spans_)>(merged_slots, c.id);
+  auto by_size = span_by_size_spares_.make(merged_slots, merged_first);
+  auto index = span_index_spares_.make(merged_slots, c.id);
   decltype(c.span_at)::node_type at;
-  if (!before) at = node_ahead<decltype(c.span_at)>(merged_first, merged_slots);
+  if (!before) at = span_at_spares_.make(merged_first, merged_slots);
   c.large_spans.insert(std::move(by_size));
   large_spans_.insert(std::move(index));
   if (!before) c.span_at.insert(std::move(at));
@@ -134,9 +134,9 @@ void StreamCaches::put_large_span(StreamCache& c, std::size_t first, std::size_t
 void StreamCaches::erase_large_span(StreamCache& c, std::size_t first, std::size_t slots, bool by_first) noexcept {
   auto it = c.large_spans.equal_range(slots).first;
   while (it->second != first) ++it;
-  c.large_spans.erase(it);
-  if (by_first) c.span_at.erase(first);
-  large_spans_.erase(large_spans_.find({slots, c.id}));
+  span_by_size_spares_.erase(c.large_spans, it);
+  if (by_first) span_at_spares_.erase(c.span_at, c.span_at.find(first));
+  span_index_spares_.erase(large_spans_, large_spans_.find({slots, c.id}));
 }
 
 std::optional<std::size_t> StreamCaches::take_pages(StreamCache& c, std::size_t slots) {

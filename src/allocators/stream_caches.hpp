@@ -36,6 +36,7 @@
 
 #include "allocators/extent_set.hpp"
 #include "allocators/stream_order.hpp"
+#include "support/node_spares.hpp"
 
 namespace cuvmm::detail {
 
@@ -165,6 +166,11 @@ class StreamCaches {
   std::multiset<std::pair<std::size_t, std::uint64_t>> large_spans_;    // (slots, id), one per cached span
   std::vector<std::set<std::uint64_t>> by_class_;                       // per class: ids with free blocks
   std::size_t cached_pages_ = 0;                                        // sum of every cache's pages.pages()
+  // Nodes of erased large-span entries, for the next spans cached (a put merges at most two spans
+  // into one, a take erases one: two of each keep a cached pair free of heap calls):
+  NodeSpares<decltype(StreamCache::large_spans)> span_by_size_spares_{2};
+  NodeSpares<decltype(StreamCache::span_at)> span_at_spares_{2};
+  NodeSpares<decltype(large_spans_)> span_index_spares_{2};
   mutable Stream last_stream_ = nullptr;                                // the last stream find() or get() met,
   mutable StreamCache* last_cache_ = nullptr;                           // and its cache (null: none remembered)
 };

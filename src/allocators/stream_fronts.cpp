@@ -9,10 +9,6 @@ namespace {
 
 std::atomic<std::uint64_t> next_serial{1};
 
-/// Nodes of StreamFront::handed a front keeps for reuse: the live blocks a thread usually has
-/// from its front at once (16 in `bench_arena --benchmark_filter=threads/`) and then some.
-constexpr std::size_t spare_nodes_kept = 32;
-
 /// The front a thread looked up last, with the registry (by serial, never reused, so that a
 /// registry made where a destroyed one lay is never mistaken for it) and the stream it was for.
 struct LastFront {
@@ -49,7 +45,6 @@ StreamFront& StreamFronts::get(Stream stream) {
   if (spare_.empty()) {
     auto front = std::make_unique<StreamFront>();
     front->parked.resize(keys_);
-    front->spare_nodes.reserve(spare_nodes_kept);
     if (all_.size() == all_.capacity()) all_.reserve(2 * all_.size() + 1);  // (geometric: reserve(n + 1) copies all)
     spare_.reserve(all_.capacity());  // spare_ never holds more than all_
     spare_.push_back(front.get());

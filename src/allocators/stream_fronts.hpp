@@ -29,6 +29,8 @@
 
 #include <cuvmm/types.hpp>
 
+#include "support/node_spares.hpp"
+
 namespace cuvmm::detail {
 
 struct StreamFront {
@@ -44,7 +46,10 @@ struct StreamFront {
   std::size_t listed_at = 0;                         // where on that list, while listed
   std::vector<std::vector<Address>> parked;          // per key: free allocations, reusable at once on `stream`
   std::unordered_map<Address, Handed> handed;        // live allocations served from `parked`
-  std::vector<std::unordered_map<Address, Handed>::node_type> spare_nodes;  // of `handed`, reused: no heap call per pair
+  // Nodes of `handed` kept for reuse, so that a pair on the cached path makes no heap call: as many
+  // as the live blocks a thread usually has from its front at once (16 in
+  // `bench_arena --benchmark_filter=threads/`) and then some.
+  NodeSpares<std::unordered_map<Address, Handed>> spare_nodes{32};
   std::size_t parked_bytes = 0;                      // backing bytes of everything parked
   std::size_t served = 0;                            // allocations served from `parked`, ever
   std::size_t served_bytes = 0;                      // and the bytes they asked for

@@ -5,6 +5,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "allocators/slabs.hpp"
 #include "allocators/stream_caches.hpp"
 #include "allocators/stream_order.hpp"
+#include "support/node_spares.hpp"
 
 using namespace cuvmm;
 using namespace cuvmm::detail;
@@ -558,4 +560,36 @@ TEST_CASE("the counting backend counts every forwarded call, failed ones include
   CHECK(counting.calls(BackendOp::release_chunk) == 1);
   CHECK(counting.total_calls() == 8);
   CHECK(host.live_counts() == LiveCounts{});
+}
+
+TEST_CASE("node spares keep at most their number of erased nodes and hand them back holding the new element",
+          "[arena][nodes]") {
+  std::map<int, int> m{{1, 10}, {2, 20}, {3, 30}};
+  NodeSpares<std::map<int, int>> spares(2);
+  int const* const second = &m.at(2);
+  spares.erase(m, m.find(1));
+  spares.erase(m, m.find(2));
+  spares.erase(m, m.find(3));  // no room: freed
+  CHECK(m.empty());
+  CHECK(spares.size() == 2);
+  m.insert(spares.make(7, 70));  // the last kept first
+  CHECK(&m.at(7) == second);
+  CHECK(spares.size() == 1);
+  auto kept = m.extract(7);
+  spares.keep(std::move(kept));
+  m.insert(spares.make(8, 80));
+  CHECK(&m.at(8) == second);
+  CHECK(m == std::map<int, int>{{8, 80}});
+  m.insert(spares.make(9, 90));
+  m.insert(spares.make(5, 50));  // none kept: a new node
+  CHECK(spares.size() == 0);
+  CHECK(m == std::map<int, int>{{5, 50}, {8, 80}, {9, 90}});
+
+  std::multiset<std::pair<std::size_t, int>> set{{4, 1}, {4, 1}};
+  NodeSpares<decltype(set)> set_spares(1);
+  auto const* const first = &*set.begin();
+  set_spares.erase(set, set.begin());
+  set.insert(set_spares.make(std::size_t{2}, 5));
+  CHECK(&*set.begin() == first);
+  CHECK(set == std::multiset<std::pair<std::size_t, int>>{{2, 5}, {4, 1}});
 }
