@@ -161,7 +161,6 @@
 #include "allocators/stream_fronts.hpp"
 #include "allocators/stream_order.hpp"
 #include "allocators/whole_chunks.hpp"
-#include "support/node_ahead.hpp"
 #include "support/node_spares.hpp"
 
 namespace cuvmm {
