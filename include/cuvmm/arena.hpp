@@ -269,7 +269,7 @@ struct ArenaStats {
   std::size_t front_allocations = 0;
   /// Frees parked in their stream's front without the arena's lock: of a stream's frees, those of an
   /// allocation that stream's front handed out (served from it, or made under the lock and of a kind
-  /// a front keeps), while the front has room.
+  /// a front keeps, while the front records fewer than 4096 of those live), while the front has room.
   std::size_t front_frees = 0;
   std::size_t reclaims = 0;             ///< cached extents (or parts of spans) unmapped to back another request
   /// Pages mapped again at another address after being taken from where they were (stitching,

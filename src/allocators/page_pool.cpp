@@ -15,6 +15,7 @@
 
 #include "support/announcement.hpp"
 #include "support/node_ahead.hpp"
+#include "support/room_for_one.hpp"
 
 namespace cuvmm::detail {
 namespace {
@@ -308,7 +309,7 @@ bool PagePool::Span::create_one(Size size) {
   std::size_t const bytes = size == Size::small ? pool_->options_.page : pool_->options_.large_page;
   if (pool_->options_.byte_limit != 0 && pool_->physical_bytes_ + bytes > pool_->options_.byte_limit) return false;
   auto& pages = size == Size::small ? small_ : large_;
-  if (pages.size() == pages.capacity()) pages.reserve(2 * pages.size() + 1);
+  room_for_one(pages);
   PhysicalChunk created;
   try {
     created = PhysicalChunk(*pool_->backend_, bytes, pool_->options_.props);

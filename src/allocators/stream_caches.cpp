@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "support/node_ahead.hpp"
+#include "support/room_for_one.hpp"
 
 namespace cuvmm::detail {
 
@@ -35,7 +36,7 @@ StreamCache& StreamCaches::get_remembering(Stream stream) {
   auto owner = node_ahead<decltype(by_id_)>(id, std::make_unique<StreamCache>());
   StreamCache& cache = *owner.mapped();
   auto lookup = node_ahead<decltype(by_stream_)>(stream, &cache);
-  by_stream_.reserve(by_stream_.size() + 1);
+  room_for_one(by_stream_);
   cache.stream = stream;
   cache.id = id;
   cache.marker = order_->create_marker();

@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "support/room_for_one.hpp"
+
 namespace cuvmm::detail {
 namespace {
 
@@ -45,7 +47,7 @@ StreamFront& StreamFronts::get(Stream stream) {
   if (spare_.empty()) {
     auto front = std::make_unique<StreamFront>();
     front->parked.resize(keys_);
-    if (all_.size() == all_.capacity()) all_.reserve(2 * all_.size() + 1);  // (geometric: reserve(n + 1) copies all)
+    room_for_one(all_);
     spare_.reserve(all_.capacity());  // spare_ never holds more than all_
     spare_.push_back(front.get());
     all_.push_back(std::move(front));  // capacity reserved

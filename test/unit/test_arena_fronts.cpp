@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -194,6 +195,37 @@ TEST_CASE("an allocation made under the arena's lock is freed through its stream
   CHECK(arena.allocate(1000, s) == other);  // parked last in s's front, as any block freed on s
   CHECK(arena.stats().front_allocations == 1);
   CHECK_THROWS_WITH(arena.deallocate(block, 1000, s), ContainsSubstring("freed twice"));
+}
+
+TEST_CASE("a front records at most 4096 of the allocations made under the lock: the frees of the others take the "
+          "lock and park there",
+          "[arena][fronts]") {
+  HostBackend backend({.granularity = page, .physical_limit = 64 * MiB});
+  Arena arena(backend, host_options());
+  Stream const s = stream_no(1);
+  std::size_t const recorded = 4096;
+  std::vector<void*> blocks;
+  for (std::size_t k = 0; k < recorded + 8; ++k) blocks.push_back(arena.allocate(1000, s));
+  CHECK(arena.stats().front_allocations == 0);
+  for (void* block : blocks) arena.deallocate(block, 1000, s);
+  ArenaStats const freed = arena.stats();
+  // The first free lists the front (under the lock), the other recorded ones park without it.
+  CHECK(freed.front_frees == recorded - 1);
+  CHECK(freed.allocations.current == 0);
+  CHECK(freed.bytes_live == 0);
+  check_adds_up(freed);
+  // Every block was parked, the last freed on top: all are served again by the front, and the
+  // front records each of those (its free parks without the lock), past the bound.
+  std::vector<void*> again;
+  for (std::size_t k = 0; k < blocks.size(); ++k) again.push_back(arena.allocate(1000, s));
+  CHECK(arena.stats().front_allocations == blocks.size());
+  CHECK(std::set<void*>(again.begin(), again.end()) == std::set<void*>(blocks.begin(), blocks.end()));
+  CHECK(again.front() == blocks.back());
+  for (void* block : again) arena.deallocate(block, 1000, s);
+  ArenaStats const after = arena.stats();
+  CHECK(after.front_frees == recorded - 1 + blocks.size());
+  CHECK(after.allocations.current == 0);
+  check_adds_up(after);
 }
 
 TEST_CASE("with stream_cache_run_bytes, a run of pages freed on a stream is parked and handed out again where it lies",

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include <cuvmm/counting_backend.hpp>
@@ -19,6 +20,7 @@
 #include "allocators/stream_caches.hpp"
 #include "allocators/stream_order.hpp"
 #include "support/node_spares.hpp"
+#include "support/room_for_one.hpp"
 
 using namespace cuvmm;
 using namespace cuvmm::detail;
@@ -592,4 +594,52 @@ TEST_CASE("node spares keep at most their number of erased nodes and hand them b
   set.insert(set_spares.make(std::size_t{2}, 5));
   CHECK(&*set.begin() == first);
   CHECK(set == std::multiset<std::pair<std::size_t, int>>{{2, 5}, {4, 1}});
+}
+
+namespace {
+
+long heap_calls = 0;  // allocations made through CountingAllocator
+
+template <class T>
+struct CountingAllocator {
+  using value_type = T;
+  CountingAllocator() = default;
+  template <class U>
+  CountingAllocator(const CountingAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    ++heap_calls;
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept { std::allocator<T>().deallocate(p, n); }
+  friend bool operator==(const CountingAllocator&, const CountingAllocator&) noexcept { return true; }
+};
+
+}  // namespace
+
+TEST_CASE("room_for_one leaves room for an insert that allocates nothing, growing geometrically", "[arena][nodes]") {
+  using Table = std::unordered_map<std::size_t, int, std::hash<std::size_t>, std::equal_to<>,
+                                   CountingAllocator<std::pair<const std::size_t, int>>>;
+  Table table;
+  std::vector<std::size_t, CountingAllocator<std::size_t>> list;
+  heap_calls = 0;
+  long growths = 0;
+  for (std::size_t k = 0; k < 10000; ++k) {
+    auto node = node_ahead<Table>(k * 4096, 1);  // (a table of its own, its node moved out)
+    long const before = heap_calls;
+    room_for_one(table);
+    room_for_one(list);
+    growths += heap_calls - before;
+    long const made = heap_calls;
+    table.insert(std::move(node));
+    list.push_back(k);
+    INFO("insert " << k);
+    REQUIRE(heap_calls == made);
+  }
+  CHECK(table.size() == 10000);
+  CHECK(growths <= 2 * 15);  // doubling: at most 15 growths each to 10000, not one per insert
+  // Emptied, the table keeps its buckets: no rehash, no allocation for the next insert.
+  table.clear();
+  long const cleared = heap_calls;
+  room_for_one(table);
+  CHECK(heap_calls == cleared);
 }
