@@ -39,7 +39,7 @@ class NodeSpares {
   /// assignment throws; then nothing changed but that a kept node may be gone.
   template <class... Args>
   node_type make(Args&&... args) {
-    if (spares_.empty()) return node_ahead<Container>(std::forward<Args>(args)...);
+    if (spares_.empty()) [[unlikely]] return made_anew(std::forward<Args>(args)...);
     node_type node = std::move(spares_.back());
     spares_.pop_back();
     if constexpr (requires { typename Container::mapped_type; }) {
@@ -54,6 +54,13 @@ class NodeSpares {
   [[nodiscard]] std::size_t size() const noexcept { return spares_.size(); }
 
  private:
+  /// A new node (none kept): out of line, so that make() stays small enough to inline on the
+  /// cached path, which a kept node serves.
+  template <class... Args>
+  [[gnu::noinline]] static node_type made_anew(Args&&... args) {
+    return node_ahead<Container>(std::forward<Args>(args)...);
+  }
+
   template <class Key, class Mapped>
   static void assign_pair(node_type& node, Key&& key, Mapped&& mapped) {
     node.key() = std::forward<Key>(key);
