@@ -16,6 +16,7 @@
 
 #include "../caps/device_attributes.hpp"
 #include "../driver/driver.hpp"
+#include "../support/room_for_one.hpp"
 
 namespace cuvmm {
 
@@ -54,7 +55,7 @@ std::vector<DmabufObserver::Export> DmabufObserver::exports() const {
 void DmabufObserver::on_mapped(const BackedRange& range) {
   UniqueFd fd = export_dmabuf(range.address, range.bytes, range.device);
   std::lock_guard lock(mutex_);
-  held_.reserve(held_.size() + 1);  // before the hook: nothing after it may throw
+  detail::room_for_one(held_);  // before the hook: nothing after it may throw
   if (on_export_) on_export_(range, fd.get());
   held_.push_back({range, std::move(fd)});
 }

@@ -24,6 +24,8 @@
 
 #include <cuvmm/error.hpp>
 
+#include "support/room_for_one.hpp"
+
 namespace cuvmm::ipc {
 namespace {
 
@@ -154,7 +156,7 @@ std::vector<SharedBufferExporter::DroppedImporter> SharedBufferExporter::take_dr
 }
 
 void SharedBufferExporter::accept_importer() {
-  importers_.reserve(importers_.size() + 1);  // so keeping it cannot throw
+  detail::room_for_one(importers_);  // so keeping it cannot throw
   Channel importer = listener_.accept();
   std::vector<UniqueFd> const fds = export_chunks(0);
   std::vector<Outgoing> messages;
@@ -287,8 +289,8 @@ void SharedBufferImporter::apply_chunk(const Message& m, UniqueFd fd) {
   if (m.offset != capacity_)
     refuse("chunk at offset " + std::to_string(m.offset) + ", expected " + std::to_string(capacity_) +
            " (the end of the mapped prefix)");
-  chunks_.reserve(chunks_.size() + 1);
-  mappings_.reserve(mappings_.size() + 1);
+  detail::room_for_one(chunks_);
+  detail::room_for_one(mappings_);
   PhysicalChunk chunk = PhysicalChunk::import_posix_fd(*backend_, fd.get(), m.size);
   Mapping mapping(range_, m.offset, chunk, std::span<const AccessGrant>(&grant_, 1));
   chunks_.push_back(std::move(chunk));

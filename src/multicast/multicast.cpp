@@ -23,6 +23,7 @@
 
 #include "driver/driver.hpp"
 #include "multicast/multicast_gate.hpp"
+#include "support/room_for_one.hpp"
 
 namespace cuvmm {
 namespace detail {
@@ -201,7 +202,7 @@ void MulticastObject::bind(const PhysicalChunk& chunk, std::size_t offset) {
                                                         std::to_string(offset) + " does not fit the object's " +
                                                         std::to_string(s.size) + " bytes in granularity steps");
   }
-  s.bindings.reserve(s.bindings.size() + 1);  // so recording cannot throw after the bind
+  detail::room_for_one(s.bindings);  // so recording cannot throw after the bind
   driver::CurrentContextScope const scope(s.context.get());
   detail::counted(driver::multicast_bind_mem)(s.handle, offset, chunk.handle().value, 0, chunk.size(), 0);
   s.bindings.push_back({chunk.device(), offset, chunk.size()});

@@ -15,6 +15,8 @@
 
 #include <cuvmm/error.hpp>
 
+#include "support/room_for_one.hpp"
+
 #define CUVMM_NCCL_HAS_WINDOWS (NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0))
 
 namespace cuvmm {
@@ -77,7 +79,7 @@ std::size_t NcclObserver::deregistered_total() const noexcept {
 void NcclObserver::on_mapped(const BackedRange& range) {
   auto* const buffer = reinterpret_cast<void*>(range.address);
   std::lock_guard lock(mutex_);
-  held_.reserve(held_.size() + 1);  // first: nothing after the registrations may throw
+  detail::room_for_one(held_);  // first: nothing after the registrations may throw
   void* handle = nullptr;
   check_nccl(ncclCommRegister(comm_, buffer, range.bytes, &handle), "ncclCommRegister", range);
   PendingRegistration pending(comm_, handle);
