@@ -7,6 +7,7 @@
 #include "allocators/stream_caches.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <iterator>
 #include <new>
 #include <optional>
@@ -136,7 +137,11 @@ void StreamCaches::erase_large_span(StreamCache& c, std::size_t first, std::size
   auto it = c.large_spans.equal_range(slots).first;
   while (it->second != first) ++it;
   span_by_size_spares_.erase(c.large_spans, it);
-  if (by_first) span_at_spares_.erase(c.span_at, c.span_at.find(first));
+  if (by_first) {
+    auto const at = c.span_at.find(first);
+    assert(at != c.span_at.end());
+    span_at_spares_.erase(c.span_at, at);
+  }
   span_index_spares_.erase(large_spans_, large_spans_.find({slots, c.id}));
 }
 
