@@ -1,9 +1,10 @@
 // support/room_for_one.hpp: room in a container for one more element, made ahead of the insert.
 //
 // A change that must not throw after its first step reserves what its inserts need first. An exact
-// reserve(size() + 1) makes that room one element at a time: a vector copies every element, and an
-// unordered container rehashes (libstdc++ rehashes to the smallest bucket count that holds size() + 1,
-// shrinking a table that grew by doubling), at every insert: quadratic over a million allocations.
+// reserve(size() + 1) makes that room one element at a time: a vector moves every element at every
+// insert (quadratic), and libstdc++ rehashes an unordered container whenever the bucket count that
+// reserve asks for differs from the one it has: every few percent of growth, and back down to that
+// count in a table that grew by doubling (91 rehashes to 10000 elements, against 13 by doubling).
 // room_for_one grows geometrically, and only when the next insert would have to.
 #pragma once
 
